@@ -1,0 +1,533 @@
+"""Pattern -> NFA^b program: states and transitions as numpy tables.
+
+The construction follows Flink CEP's ``NFACompiler`` step for step (it builds the graph from
+the back: final state, middle states, start state), because the shape of the graph decides
+the Dewey versions and therefore the matches. States form a table; each state has an
+ordered list of transitions (action TAKE / IGNORE / PROCEED, target state, condition id).
+Conditions are expression trees (``colcep.expr``) deduplicated into a table; the condition
+compiler (``colcep.conditions``) lowers them to column masks or kernel bytecode.
+
+Kinds of states: NORMAL, FINAL, STOP (a NOT stage was violated: discard the path) and
+PENDING (a trailing ``not_followed_by``: the match completes when the window closes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import PatternError
+from .expr import TRUE, Expr
+from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
+                      NOT_NEXT, Pattern, Stage)
+
+TAKE, IGNORE, PROCEED = 0, 1, 2
+NORMAL, FINAL, STOP, PENDING = 0, 1, 2, 3
+ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")
+KIND_NAMES = ("Normal", "Final", "Stop", "Pending")
+
+# Flink's consuming strategies
+STRICT, SKIP_TILL_NEXT, SKIP_TILL_ANY, NOT_NEXT_S, NOT_FOLLOW = "STRICT", "SKIP_TILL_NEXT", "SKIP_TILL_ANY", \
+    "NOT_NEXT", "NOT_FOLLOW"
+_CONNECT = {BEGIN: STRICT, NEXT: STRICT, FOLLOWED_BY: SKIP_TILL_NEXT, FOLLOWED_BY_ANY: SKIP_TILL_ANY,
+            NOT_NEXT: NOT_NEXT_S, NOT_FOLLOWED_BY: NOT_FOLLOW}
+_INNER = {"relaxed": SKIP_TILL_NEXT, CONSECUTIVE: STRICT, ALLOW_COMBINATIONS: SKIP_TILL_ANY}
+ENDING_STATE_NAME = "$endState$"
+
+
+# ---------------------------------------------------------------------------- condition algebra
+def c_and(a: Expr, b: Expr) -> Expr:
+    if a.op == "true":
+        return b
+    if b.op == "true":
+        return a
+    return Expr("and", (a, b))
+
+
+def c_not(a: Expr) -> Expr:
+    if a.op == "not":
+        return a.args[0]
+    return Expr("not", (a,))
+
+
+# ---------------------------------------------------------------------------- Flink-shaped model
+@dataclass(eq=False)
+class _P:
+    """A node of Flink's pattern chain (``previous`` points backwards)."""
+
+    name: str
+    previous: "_P | None"
+    condition: Expr | None
+    strategy: str
+    props: set
+    inner: str = SKIP_TILL_NEXT
+    times: tuple[int, int] | None = None
+    until: Expr | None = None
+    raw: "_P | None" = None  # group pattern: the last pattern of the inner chain
+
+    def take_condition(self) -> Expr:
+        return self.condition if self.condition is not None else TRUE
+
+    @property
+    def is_group(self) -> bool:
+        return self.raw is not None
+
+
+def _to_chain(pattern: Pattern) -> _P:
+    prev = None
+    for st in pattern.stages:
+        prev = _stage_to_p(st, prev)
+    return prev
+
+
+def _stage_to_p(st: Stage, prev: "_P | None") -> _P:
+    q = st.quantifier
+    props = {"SINGLE"} if q.kind == "single" else {"LOOPING"} if q.kind == "looping" else {"TIMES"}
+    if q.optional:
+        props.add("OPTIONAL")
+    if q.greedy:
+        props.add("GREEDY")
+    times = None if q.kind == "single" else (q.lo, q.lo if q.kind == "looping" else q.hi)
+    raw = _to_chain(st.group) if st.group is not None else None
+    return _P(st.name, prev, st.condition, _CONNECT[st.connect], props, _INNER[q.inner], times, st.until, raw)
+
+
+@dataclass(eq=False)
+class State:
+    name: str
+    kind: int
+    stage: str  # original (user) name
+    transitions: list = field(default_factory=list)  # [action, target State, condition Expr]
+    start: bool = False
+
+    def add(self, action: int, target: "State", cond: Expr) -> None:
+        self.transitions.append([action, target, cond])
+
+
+class _Compiler:
+    """Port of Flink's ``NFACompiler.NFAFactoryCompiler`` over the ``_P`` chain."""
+
+    def __init__(self, last: _P, window: bool):
+        self.current = last
+        self.following: _P | None = None
+        self.group: _P | None = None
+        self.first_of_loop: dict = {}
+        self.states: list[State] = []
+        self.used_names: set[str] = set()
+        self.stop_states: dict[str, State] = {}
+        self.original_state_map: dict[str, State] = {}
+        self.has_window = window
+
+    # -- naming / creation
+    def _unique(self, base: str) -> str:
+        cand, i = base, 0
+        while cand in self.used_names:
+            cand = f"{base}:{i}"
+            i += 1
+        self.used_names.add(cand)
+        return cand
+
+    def create_state(self, name: str, kind: int) -> State:
+        st = State(self._unique(name), kind, name.split(":")[0])
+        self.states.append(st)
+        return st
+
+    def compile(self) -> State:
+        last = self.current
+        self._check_names()
+        sink = self.create_state(ENDING_STATE_NAME, FINAL)
+        sink = self.create_middle_states(sink)
+        start = self.convert_pattern(sink)
+        start.start = True
+        if last.strategy == NOT_FOLLOW and not self.has_window:
+            raise PatternError(
+                f"not_followed_by({last.name!r}) as the last stage needs a within() window: without one the "
+                "match could never be released")
+        return start
+
+    def _check_names(self) -> None:
+        seen: set[str] = {ENDING_STATE_NAME}
+
+        def visit(p: _P | None) -> None:
+            while p is not None:
+                if p.is_group:
+                    visit(p.raw)
+                else:
+                    if p.name in seen:
+                        raise PatternError(f"duplicate stage name {p.name!r}: stage names must be unique")
+                    seen.add(p.name)
+                p = p.previous
+        visit(self.current)
+
+    # -- NOT handling
+    def current_not_conditions(self) -> list[tuple[Expr, str]]:
+        out = []
+        prev = self.current
+        while prev.previous is not None and ("OPTIONAL" in prev.previous.props
+                                             or prev.previous.strategy == NOT_FOLLOW):
+            prev = prev.previous
+            if prev.strategy == NOT_FOLLOW:
+                out.append((self.take_condition(prev), prev.name))
+        return out
+
+    def create_stop_state(self, cond: Expr, name: str) -> State:
+        st = self.stop_states.get(name)
+        if st is None:
+            st = self.create_state(name, STOP)
+            st.add(TAKE, st, cond)
+            self.stop_states[name] = st
+        return st
+
+    def copy_without_transitive_nots(self, sink: State) -> State:
+        nots = self.current_not_conditions()
+        if not nots or "OPTIONAL" not in self.current.props:
+            return sink
+        copy = self.create_state(sink.name, sink.kind)
+        for action, target, cond in sink.transitions:
+            if action == PROCEED:
+                remove = False
+                if target.kind == STOP:
+                    for _, nm in nots:
+                        if target.name == nm:
+                            remove = True
+                else:
+                    target = self.copy_without_transitive_nots(target)
+                if not remove:
+                    copy.add(action, target, cond)
+            else:
+                copy.add(action, copy if target is sink else target, cond)
+        return copy
+
+    def copy(self, state: State) -> State:
+        c = self.create_state(state.stage, state.kind)
+        for action, target, cond in state.transitions:
+            c.add(action, c if target is state else target, cond)
+        return c
+
+    def add_stop_states(self, state: State) -> None:
+        for cond, name in self.current_not_conditions():
+            state.add(PROCEED, self.create_stop_state(cond, name), cond)
+
+    def add_stop_state_to_looping(self, state: State) -> None:
+        f = self.following
+        if f is not None and f.strategy == NOT_FOLLOW:
+            cond = self.take_condition(f)
+            state.add(PROCEED, self.create_stop_state(cond, f.name), cond)
+
+    # -- middle / start
+    def create_middle_states(self, sink: State) -> State:
+        last_sink = sink
+        while self.current.previous is not None:
+            cur = self.current
+            if cur.strategy == NOT_FOLLOW:
+                if self.has_window and last_sink.kind == FINAL:
+                    pending = self.create_state(cur.name, PENDING)
+                    cond = self.take_condition(cur)
+                    stop = self.create_stop_state(cond, cur.name)
+                    pending.add(PROCEED, stop, cond)
+                    pending.add(IGNORE, pending, c_not(cond))
+                    last_sink = pending
+            elif cur.strategy == NOT_NEXT_S:
+                nn = self.create_state(cur.name, NORMAL)
+                cond = self.take_condition(cur)
+                stop = self.create_stop_state(cond, cur.name)
+                if last_sink.kind == FINAL:
+                    nn.add(IGNORE, last_sink, c_not(cond))
+                else:
+                    nn.add(PROCEED, last_sink, c_not(cond))
+                nn.add(PROCEED, stop, cond)
+                last_sink = nn
+            else:
+                last_sink = self.convert_pattern(last_sink)
+            self.following = cur
+            self.current = cur.previous
+        return last_sink
+
+    def convert_pattern(self, sink: State) -> State:
+        cur = self.current
+        if "LOOPING" in cur.props:
+            self.set_first_of_loop(False)
+            s = self.copy_without_transitive_nots(sink)
+            looping = self.create_looping(s)
+            self.set_first_of_loop(True)
+            last = self.create_times_state(looping, sink, cur.times)
+        elif "TIMES" in cur.props:
+            last = self.create_times_state(sink, sink, cur.times)
+        else:
+            last = self.create_singleton_state(sink, sink, self.take_condition(cur), self.ignore_condition(cur),
+                                               "OPTIONAL" in cur.props)
+        self.add_stop_states(last)
+        return last
+
+    # -- quantifiers
+    def create_times_state(self, sink: State, proceed: State, times: tuple[int, int]) -> State:
+        cur = self.current
+        last = sink
+        self.set_first_of_loop(False)
+        until = cur.until
+        inner_ignore = self.extend_with_until(self.inner_ignore_condition(cur), until, False)
+        take = self.extend_with_until(self.take_condition(cur), until, True)
+        lo, hi = times
+        if "GREEDY" in cur.props and lo != hi:
+            if until is not None:
+                self.original_state_map[sink.name] = self.copy(sink)
+            self.update_with_greedy_condition(sink, take)
+        for _ in range(lo, hi):
+            last = self.create_singleton_state(last, proceed, take, inner_ignore, True)
+            self.add_stop_state_to_looping(last)
+        for _ in range(lo - 1):
+            last = self.create_singleton_state(last, None, take, inner_ignore, False)
+            self.add_stop_state_to_looping(last)
+        self.set_first_of_loop(True)
+        return self.create_singleton_state(last, proceed, take, self.ignore_condition(cur), "OPTIONAL" in cur.props)
+
+    def set_first_of_loop(self, value: bool) -> None:
+        if self.current.is_group:
+            self.first_of_loop[id(self.current)] = value
+
+    def is_group_first_of_loop(self) -> bool:
+        return self.first_of_loop.get(id(self.group), True)
+
+    def head_of_group(self, p: _P) -> bool:
+        return self.group is not None and p.previous is None
+
+    def is_head_of_optional_group(self, p: _P) -> bool:
+        return self.head_of_group(p) and self.is_group_first_of_loop() and "OPTIONAL" in self.group.props
+
+    def create_singleton_state(self, sink: State, proceed: "State | None", take: Expr,
+                               ignore: "Expr | None", optional: bool) -> State:
+        cur = self.current
+        if cur.is_group:
+            return self.create_group_state(cur, sink, proceed, optional)
+        st = self.create_state(cur.name, NORMAL)
+        s = self.copy_without_transitive_nots(sink)
+        st.add(TAKE, s, take)
+        proceed_cond = self.true_condition()
+        if optional:
+            if "GREEDY" in cur.props:
+                until = cur.until
+                if until is not None:
+                    st.add(PROCEED, self.original_state_map[proceed.name], c_and(proceed_cond, until))
+                st.add(PROCEED, proceed, c_and(proceed_cond, c_not(until)) if until is not None else proceed_cond)
+            else:
+                st.add(PROCEED, proceed, proceed_cond)
+        if ignore is not None:
+            if optional or self.is_head_of_optional_group(cur):
+                ig = self.create_state(cur.name, NORMAL)
+                ig.add(TAKE, s, take)
+                ig.add(IGNORE, ig, ignore)
+                self.add_stop_states(ig)
+            else:
+                ig = st
+            st.add(IGNORE, ig, ignore)
+        return st
+
+    def create_group_state(self, group: _P, sink: State, proceed: "State | None", optional: bool) -> State:
+        proceed_cond = self.true_condition()
+        saved = (self.current, self.following, self.group)
+        self.group = group
+        self.current = group.raw
+        last = self.create_middle_states(sink)
+        last = self.convert_pattern(last)
+        if optional:
+            last.add(PROCEED, proceed, proceed_cond)
+        self.current, self.following, self.group = saved
+        return last
+
+    def create_looping_group_state(self, group: _P, sink: State) -> State:
+        proceed_cond = self.true_condition()
+        saved = (self.current, self.following, self.group)
+        dummy = self.create_state(group.name, NORMAL)
+        self.group = group
+        self.current = group.raw
+        last = self.create_middle_states(dummy)
+        last = self.convert_pattern(last)
+        last.add(PROCEED, sink, proceed_cond)
+        dummy.add(PROCEED, last, proceed_cond)
+        self.current, self.following, self.group = saved
+        return last
+
+    def create_looping(self, sink: State) -> State:
+        cur = self.current
+        if cur.is_group:
+            return self.create_looping_group_state(cur, sink)
+        until = cur.until
+        ignore = self.extend_with_until(self.inner_ignore_condition(cur), until, False)
+        take = self.extend_with_until(self.take_condition(cur), until, True)
+        proceed_cond = self.true_condition()
+        looping = self.create_state(cur.name, NORMAL)
+        if "GREEDY" in cur.props:
+            if until is not None:
+                sink_copy = self.copy(sink)
+                looping.add(PROCEED, sink_copy, c_and(proceed_cond, until))
+                self.original_state_map[sink.name] = sink_copy
+            looping.add(PROCEED, sink, c_and(proceed_cond, c_not(until)) if until is not None else proceed_cond)
+            self.update_with_greedy_condition(sink, self.take_condition(cur))
+        else:
+            looping.add(PROCEED, sink, proceed_cond)
+        looping.add(TAKE, looping, take)
+        self.add_stop_state_to_looping(looping)
+        if ignore is not None:
+            ig = self.create_state(cur.name, NORMAL)
+            ig.add(TAKE, looping, take)
+            ig.add(IGNORE, ig, ignore)
+            looping.add(IGNORE, ig, ignore)
+            self.add_stop_state_to_looping(ig)
+        return looping
+
+    # -- conditions
+    @staticmethod
+    def extend_with_until(cond: "Expr | None", until: "Expr | None", is_take: bool) -> "Expr | None":
+        if until is not None and cond is not None:
+            return c_and(c_not(until), cond)
+        if until is not None and is_take:
+            return c_not(until)
+        return cond
+
+    def _group_until(self) -> "Expr | None":
+        return self.group.until if self.group is not None else None
+
+    def _strategy_condition(self, p: _P, strategy: str) -> "Expr | None":
+        if strategy == STRICT:
+            cond = None
+        elif strategy == SKIP_TILL_NEXT:
+            cond = c_not(p.take_condition())
+        elif strategy == SKIP_TILL_ANY:
+            cond = TRUE
+        else:
+            cond = None
+        gu = self._group_until()
+        if gu is not None:
+            cond = self.extend_with_until(cond, gu, False)
+        return cond
+
+    def inner_ignore_condition(self, p: _P) -> "Expr | None":
+        strategy = p.inner
+        if self.head_of_group(p):
+            strategy = self.group.inner
+        return self._strategy_condition(p, strategy)
+
+    def ignore_condition(self, p: _P) -> "Expr | None":
+        strategy = p.strategy
+        if self.head_of_group(p):
+            strategy = self.group.strategy if self.is_group_first_of_loop() else self.group.inner
+        return self._strategy_condition(p, strategy)
+
+    def take_condition(self, p: _P) -> Expr:
+        cond = p.take_condition()
+        gu = self._group_until()
+        if gu is not None:
+            cond = self.extend_with_until(cond, gu, True)
+        return cond
+
+    def true_condition(self) -> Expr:
+        gu = self._group_until()
+        return self.extend_with_until(TRUE, gu, True) if gu is not None else TRUE
+
+    @staticmethod
+    def update_with_greedy_condition(state: State, take: Expr) -> None:
+        for tr in state.transitions:
+            tr[2] = c_and(tr[2], c_not(take))
+
+
+# ---------------------------------------------------------------------------- the program
+@dataclass
+class NFAProgram:
+    """A compiled pattern: immutable tables, shared by every key and batch."""
+
+    state_names: list[str]
+    state_kind: np.ndarray      # int8: NORMAL / FINAL / STOP / PENDING
+    state_stage: np.ndarray     # int32: index into stage_names (-1 for the final state)
+    start_state: int
+    trans_ptr: np.ndarray       # int32 [n_states + 1]: CSR offsets into the transition arrays
+    trans_action: np.ndarray    # int8
+    trans_target: np.ndarray    # int32
+    trans_cond: np.ndarray      # int32: condition id, -1 = always true
+    conditions: list[Expr]      # condition id -> expression
+    stage_names: list[str]      # node "page" names: the user's stage names (groups flattened)
+    pattern: Pattern
+
+    @property
+    def n_states(self) -> int:
+        return len(self.state_names)
+
+    def describe(self) -> str:
+        """A readable dump of the automaton (for debugging and docs)."""
+        lines = []
+        for s, name in enumerate(self.state_names):
+            tag = KIND_NAMES[self.state_kind[s]] + (" start" if s == self.start_state else "")
+            lines.append(f"{s}: {name} [{tag}]")
+            for t in range(self.trans_ptr[s], self.trans_ptr[s + 1]):
+                c = self.trans_cond[t]
+                cond = "TRUE" if c < 0 else repr(self.conditions[c])
+                lines.append(f"    {ACTION_NAMES[self.trans_action[t]]} -> {self.trans_target[t]} if {cond}")
+        return "\n".join(lines)
+
+
+def compile_pattern(pattern: Pattern) -> NFAProgram:
+    """Check ``pattern`` against Flink's rules and build its NFA^b tables."""
+    if not isinstance(pattern, Pattern) or not pattern.stages:
+        raise PatternError("compile_pattern() needs a non-empty colcep Pattern")
+    _check_rules(pattern)
+    comp = _Compiler(_to_chain(pattern), pattern.window is not None)
+    start = comp.compile()
+    states = comp.states
+    index = {id(s): i for i, s in enumerate(states)}
+    stage_names = pattern.stage_names()
+    stage_index = {n: i for i, n in enumerate(stage_names)}
+    cond_ids: dict = {}
+    conditions: list[Expr] = []
+    ptr, act, tgt, cnd = [0], [], [], []
+    for s in states:
+        for action, target, cond in s.transitions:
+            act.append(action)
+            tgt.append(index[id(target)])
+            if cond.op == "true":
+                cnd.append(-1)
+            else:
+                k = cond.key()
+                if k not in cond_ids:
+                    cond_ids[k] = len(conditions)
+                    conditions.append(cond)
+                cnd.append(cond_ids[k])
+        ptr.append(len(act))
+    return NFAProgram(
+        state_names=[s.name for s in states],
+        state_kind=np.array([s.kind for s in states], np.int8),
+        state_stage=np.array([stage_index.get(s.stage, -1) for s in states], np.int32),
+        start_state=index[id(start)],
+        trans_ptr=np.array(ptr, np.int32),
+        trans_action=np.array(act, np.int8),
+        trans_target=np.array(tgt, np.int32),
+        trans_cond=np.array(cnd, np.int32),
+        conditions=conditions,
+        stage_names=stage_names,
+        pattern=pattern,
+    )
+
+
+def _check_rules(pattern: Pattern, inner: bool = False) -> None:
+    """The rules Flink checks when a pattern is built or compiled, on the whole chain."""
+    stages = pattern.stages
+    if not inner and stages[0].is_negation:
+        raise PatternError("a pattern cannot begin with a NOT stage")
+    names = set(pattern.stage_names())
+    for i, st in enumerate(stages):
+        if st.is_negation and st.group is not None:
+            raise PatternError(f"{st.describe()}: a NOT stage cannot be a group")
+        if st.group is not None:
+            _check_rules(st.group, inner=True)
+        for e, what in ((st.condition, "condition"), (st.until, "until condition")):
+            if e is None:
+                continue
+            for ref in e.stages():
+                if ref not in names:
+                    raise PatternError(f"the {what} of {st.describe()} aggregates over unknown stage {ref!r}; "
+                                       f"stages are {sorted(names)}")
+    if inner and stages[-1].is_negation:
+        raise PatternError(f"a group pattern cannot end with a NOT stage ({stages[-1].describe()})")
+    if not inner:
+        sk = pattern.skip_strategy
+        if sk.stage is not None and sk.stage not in names:
+            raise PatternError(f"the skip strategy names stage {sk.stage!r}, which is not in the pattern; "
+                               f"stages are {sorted(names)}")

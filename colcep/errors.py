@@ -1,0 +1,18 @@
+"""The exceptions colcep raises; each message names the stage, column, key or value at fault."""
+
+
+class ColcepError(Exception):
+    """Base class of colcep's errors."""
+
+
+class PatternError(ColcepError, ValueError):
+    """An invalid pattern or condition (Flink: MalformedPatternException); says which rule."""
+
+
+class InputError(ColcepError, ValueError):
+    """Input data colcep cannot process as asked: missing or mistyped columns, nulls or
+    unsorted timestamps. Names the column, and the key and row where one is at fault."""
+
+
+class CapacityError(ColcepError, RuntimeError):
+    """A key holds more live partial matches than the configured bound allows."""

@@ -1,0 +1,331 @@
+"""The Pattern API: Flink CEP's operators in snake_case, as an immutable builder.
+
+    p = (Pattern.begin("a").where(col("volume") > 1000)
+           .followed_by("rise").where(col("price") > last("price", of="a")).one_or_more()
+           .followed_by("drop").where(col("price") < last("price", of="rise"))
+           .within("60s").skip(SkipPastLastEvent()))
+
+Every call returns a new Pattern; quantifier and condition calls apply to the last stage.
+A Pattern can also stand as a stage of another one (Flink's group pattern). Invalid
+combinations raise :class:`PatternError` naming the rule, as Flink's
+``MalformedPatternException`` does.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import PatternError
+from .expr import Expr, wrap
+from .skip import AfterMatchSkipStrategy, NoSkip
+
+# connect kinds (Flink's ConsumingStrategy of a stage)
+BEGIN, NEXT, FOLLOWED_BY, FOLLOWED_BY_ANY, NOT_NEXT, NOT_FOLLOWED_BY = (
+    "begin", "next", "followed_by", "followed_by_any", "not_next", "not_followed_by")
+# inner contiguity of looping / times quantifiers
+RELAXED, CONSECUTIVE, ALLOW_COMBINATIONS = "relaxed", "consecutive", "allow_combinations"
+
+
+@dataclass(frozen=True)
+class Quantifier:
+    """How often a stage repeats: ``kind`` is single | times | looping; ``lo``..``hi``
+    events (hi None = unbounded)."""
+
+    kind: str = "single"
+    lo: int = 1
+    hi: int | None = 1
+    optional: bool = False
+    greedy: bool = False
+    inner: str = RELAXED
+
+
+@dataclass(frozen=True, eq=False)
+class Stage:
+    """One named element of a pattern (Flink: a Pattern in the chain)."""
+
+    name: str
+    connect: str
+    condition: Expr | None = None
+    quantifier: Quantifier = field(default_factory=Quantifier)
+    until: Expr | None = None
+    group: "Pattern | None" = None
+
+    @property
+    def is_negation(self) -> bool:
+        return self.connect in (NOT_NEXT, NOT_FOLLOWED_BY)
+
+    @property
+    def is_group(self) -> bool:
+        return self.group is not None
+
+    def describe(self) -> str:
+        return f"group stage {self.name!r}" if self.group is not None else f"stage {self.name!r}"
+
+
+class Pattern:
+    """An immutable pattern: stages in order, a ``within`` window and a skip strategy."""
+
+    __slots__ = ("stages", "window", "skip_strategy")
+
+    def __init__(self, stages: tuple[Stage, ...], window: Any = None,
+                 skip_strategy: AfterMatchSkipStrategy | None = None):
+        self.stages = stages
+        self.window = window
+        self.skip_strategy = skip_strategy or NoSkip()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def begin(cls, name: "str | Pattern", skip: AfterMatchSkipStrategy | None = None) -> "Pattern":
+        """Start a pattern with a stage called ``name`` (or with a group pattern)."""
+        return cls((), None, skip)._append(name, BEGIN)
+
+    def next(self, name: "str | Pattern") -> "Pattern":
+        """Strict contiguity: the stage's event must directly follow the previous one."""
+        return self._append(name, NEXT)
+
+    def followed_by(self, name: "str | Pattern") -> "Pattern":
+        """Relaxed contiguity (skip till next match)."""
+        return self._append(name, FOLLOWED_BY)
+
+    def followed_by_any(self, name: "str | Pattern") -> "Pattern":
+        """Non-deterministic relaxed contiguity (skip till any match)."""
+        return self._append(name, FOLLOWED_BY_ANY)
+
+    def not_next(self, name: str) -> "Pattern":
+        """The event right after the previous stage must not satisfy this stage's condition."""
+        return self._append(name, NOT_NEXT)
+
+    def not_followed_by(self, name: str) -> "Pattern":
+        """No event satisfying this stage's condition may come between the previous stage
+        and the next one (at the end: within the window)."""
+        return self._append(name, NOT_FOLLOWED_BY)
+
+    def _append(self, name: "str | Pattern", connect: str) -> "Pattern":
+        if self.stages and self.stages[-1].quantifier.optional and connect in (NOT_NEXT, NOT_FOLLOWED_BY):
+            raise PatternError(
+                f"an optional path to a NOT stage is not supported: {self.stages[-1].describe()} is optional "
+                f"and is followed by {connect}({name!r}); write two patterns, one with and one without "
+                "the optional stage")
+        if isinstance(name, Pattern):
+            if connect in (NOT_NEXT, NOT_FOLLOWED_BY):
+                raise PatternError(f"{connect}() takes a stage name, not a group pattern")
+            if name.stages and name.stages[0].is_negation:
+                raise PatternError("a group pattern cannot start with a NOT stage")
+            stage = Stage(_group_name(self, name), connect, group=name)
+        else:
+            if not isinstance(name, str) or not name:
+                raise PatternError(f"a stage name must be a non-empty string, got {name!r}")
+            stage = Stage(name, connect)
+        return Pattern(self.stages + (stage,), self.window, self.skip_strategy)
+
+    def _with_last(self, **changes: Any) -> "Pattern":
+        return Pattern(self.stages[:-1] + (replace(self.stages[-1], **changes),), self.window, self.skip_strategy)
+
+    def _with_quantifier(self, **changes: Any) -> "Pattern":
+        return self._with_last(quantifier=replace(self.stages[-1].quantifier, **changes))
+
+    @property
+    def _last(self) -> Stage:
+        return self.stages[-1]
+
+    # ------------------------------------------------------------------ conditions
+    def where(self, condition: Expr) -> "Pattern":
+        """Add a condition to the last stage; repeated calls are AND-ed."""
+        st = self._check_condition_target("where", condition)
+        cond = wrap(condition)
+        return self._with_last(condition=cond if st.condition is None else st.condition & cond)
+
+    def or_where(self, condition: Expr) -> "Pattern":
+        """OR a condition onto the last stage's condition (Flink's ``or``)."""
+        st = self._check_condition_target("or_where", condition)
+        cond = wrap(condition)
+        return self._with_last(condition=cond if st.condition is None else st.condition | cond)
+
+    def until(self, condition: Expr) -> "Pattern":
+        """Stop condition of a looping stage: an event satisfying it ends the loop."""
+        st = self._last
+        if not isinstance(condition, Expr):
+            raise PatternError(f"until() takes a colcep expression, got {type(condition).__name__}")
+        if st.until is not None:
+            raise PatternError(f"only one until condition can be applied ({st.describe()})")
+        if st.quantifier.kind != "looping":
+            raise PatternError(
+                f"until() is only applicable to looping stages (one_or_more / times_or_more): {st.describe()}")
+        return self._with_last(until=wrap(condition))
+
+    def _check_condition_target(self, what: str, condition: Any) -> Stage:
+        st = self._last
+        if st.is_group:
+            raise PatternError(f"{what}() is not applicable to a group pattern ({st.describe()})")
+        if not isinstance(condition, Expr):
+            raise PatternError(f"{what}() takes a colcep expression, got {type(condition).__name__}")
+        return st
+
+    # ------------------------------------------------------------------ quantifiers
+    def _check_quantifiable(self, what: str) -> Stage:
+        st = self._last
+        if st.is_negation:
+            raise PatternError(f"{what}() is not applicable to a NOT stage ({st.describe()})")
+        if st.quantifier.kind != "single":
+            raise PatternError(f"{what}(): a quantifier is already applied to {st.describe()}")
+        return st
+
+    def one_or_more(self) -> "Pattern":
+        """The stage matches one or more events (Kleene plus)."""
+        self._check_quantifiable("one_or_more")
+        return self._with_quantifier(kind="looping", lo=1, hi=None)
+
+    def times(self, lo: int, hi: int | None = None) -> "Pattern":
+        """Exactly ``lo`` events, or between ``lo`` and ``hi`` (``times(0, n)`` is optional)."""
+        self._check_quantifiable("times")
+        if hi is None:
+            if not isinstance(lo, int) or lo < 1:
+                raise PatternError(f"times(n) needs a positive number of times, got {lo!r}")
+            return self._with_quantifier(kind="times", lo=lo, hi=lo)
+        if not isinstance(lo, int) or not isinstance(hi, int) or lo < 0 or hi < max(lo, 1):
+            raise PatternError(f"times(lo, hi) needs 0 <= lo <= hi and hi >= 1, got ({lo!r}, {hi!r})")
+        if lo == 0:
+            return self._with_quantifier(kind="times", lo=1, hi=hi, optional=True)
+        return self._with_quantifier(kind="times", lo=lo, hi=hi)
+
+    def times_or_more(self, n: int) -> "Pattern":
+        """At least ``n`` events."""
+        self._check_quantifiable("times_or_more")
+        if not isinstance(n, int) or n < 1:
+            raise PatternError(f"times_or_more(n) needs a positive number of times, got {n!r}")
+        return self._with_quantifier(kind="looping", lo=n, hi=None)
+
+    def optional(self) -> "Pattern":
+        """The stage may match no event."""
+        st = self._last
+        if st.is_negation:
+            raise PatternError(f"a NOT stage cannot be optional ({st.describe()})")
+        if st.quantifier.optional:
+            raise PatternError(f"optional() is already applied to {st.describe()}")
+        if len(self.stages) > 1 and self.stages[-2].quantifier.greedy:
+            raise PatternError(
+                f"an optional stage cannot be preceded by a greedy one: {st.describe()} follows greedy "
+                f"{self.stages[-2].describe()}")
+        return self._with_quantifier(optional=True)
+
+    def greedy(self) -> "Pattern":
+        """The looping stage takes as many events as it can before the next stage."""
+        st = self._last
+        if st.is_negation:
+            raise PatternError(f"greedy() is not applicable to a NOT stage ({st.describe()})")
+        if st.is_group:
+            raise PatternError(f"greedy() is not applicable to a group pattern ({st.describe()})")
+        if st.quantifier.inner == ALLOW_COMBINATIONS:
+            raise PatternError(f"greedy() is not applicable to an allow_combinations (followed-by-any) loop "
+                               f"({st.describe()})")
+        if st.quantifier.kind == "single":
+            raise PatternError(f"greedy() is not applicable to a single-event stage ({st.describe()}); "
+                               "use it with one_or_more / times / times_or_more")
+        return self._with_quantifier(greedy=True)
+
+    def consecutive(self) -> "Pattern":
+        """Strict contiguity between the events of a looping / times stage."""
+        st = self._last
+        if st.quantifier.kind == "single":
+            raise PatternError(f"consecutive() applies only to looping or times stages ({st.describe()})")
+        if st.quantifier.inner != RELAXED:
+            raise PatternError(f"consecutive(): {st.quantifier.inner} is already applied to {st.describe()}; "
+                               "apply either allow_combinations or consecutive, not both")
+        return self._with_quantifier(inner=CONSECUTIVE)
+
+    def allow_combinations(self) -> "Pattern":
+        """Non-deterministic relaxed contiguity between the events of a looping / times stage."""
+        st = self._last
+        if st.quantifier.kind == "single":
+            raise PatternError(f"allow_combinations() applies only to looping or times stages ({st.describe()})")
+        if st.quantifier.inner != RELAXED:
+            raise PatternError(f"allow_combinations(): {st.quantifier.inner} is already applied to "
+                               f"{st.describe()}; apply either allow_combinations or consecutive, not both")
+        if st.quantifier.greedy:
+            raise PatternError(f"allow_combinations() is not applicable to a greedy stage ({st.describe()})")
+        return self._with_quantifier(inner=ALLOW_COMBINATIONS)
+
+    # ------------------------------------------------------------------ whole pattern
+    def within(self, window: "str | _dt.timedelta | int") -> "Pattern":
+        """A match must complete within ``window`` of its first event (``last.ts - first.ts <
+        window``): ``"10s"``, ``"5min"``, ``timedelta`` or an integer in the time column's unit."""
+        parse_duration(window)  # validate early
+        return Pattern(self.stages, window, self.skip_strategy)
+
+    def skip(self, strategy: AfterMatchSkipStrategy) -> "Pattern":
+        """Set the after-match skip strategy."""
+        if not isinstance(strategy, AfterMatchSkipStrategy):
+            raise PatternError(f"skip() takes an after-match skip strategy, got {strategy!r}")
+        return Pattern(self.stages, self.window, strategy)
+
+    # ------------------------------------------------------------------ introspection
+    def stage_names(self) -> list[str]:
+        """Names of the event-taking stages, groups flattened, in pattern order."""
+        out: list[str] = []
+        for st in self.stages:
+            out.extend(st.group.stage_names() if st.group is not None else [st.name])
+        return out
+
+    def __repr__(self) -> str:
+        parts = []
+        for st in self.stages:
+            q = st.quantifier
+            s = f"{st.connect}({st.group!r})" if st.is_group else f"{st.connect}({st.name!r})"
+            if st.condition is not None:
+                s += f".where({st.condition!r})"
+            if q.kind == "looping":
+                s += ".one_or_more()" if q.lo == 1 else f".times_or_more({q.lo})"
+            elif q.kind == "times":
+                s += f".times({q.lo})" if q.lo == q.hi else f".times({q.lo}, {q.hi})"
+            if q.optional:
+                s += ".optional()"
+            if q.greedy:
+                s += ".greedy()"
+            if q.inner != RELAXED:
+                s += f".{q.inner}()"
+            if st.until is not None:
+                s += f".until({st.until!r})"
+            parts.append(s)
+        out = "Pattern." + ".".join(parts)
+        if self.window is not None:
+            out += f".within({self.window!r})"
+        if not isinstance(self.skip_strategy, NoSkip):
+            out += f".skip({self.skip_strategy!r})"
+        return out
+
+
+def _group_name(outer: Pattern, group: Pattern) -> str:
+    taken = {s.name for s in outer.stages}
+    base = "GroupPattern"
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}{i}", i + 1
+    return name
+
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0,
+          "h": 3600.0, "hour": 3600.0, "d": 86400.0, "day": 86400.0}
+
+
+def parse_duration(window: Any) -> "float | int":
+    """Seconds (float) for a string or timedelta; the integer itself for an int (column units)."""
+    if isinstance(window, bool):
+        raise PatternError(f"invalid window {window!r}")
+    if isinstance(window, int):
+        if window <= 0:
+            raise PatternError(f"the window must be positive, got {window}")
+        return window
+    if isinstance(window, _dt.timedelta):
+        secs = window.total_seconds()
+    elif isinstance(window, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", window.lower())
+        if not m or m.group(2) not in _UNITS:
+            raise PatternError(f"invalid window {window!r}: use e.g. '500ms', '10s', '5min', '1h', '1d'")
+        secs = float(m.group(1)) * _UNITS[m.group(2)]
+    else:
+        raise PatternError(f"invalid window {window!r}: use a string like '10s', a timedelta or an int")
+    if secs <= 0:
+        raise PatternError(f"the window must be positive, got {window!r}")
+    return float(secs)

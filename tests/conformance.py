@@ -1,0 +1,283 @@
+"""Conformance cases (``shared/conformance/SCHEMA.md``) replayed through colcep.
+
+A case holds a pattern in Flink's vocabulary, events, and the matches the real Flink CEP
+produced. ``case_pattern`` turns it into a colcep Pattern, ``run_case`` runs it through an
+engine and compares as the case says (``order``, ``compare_by``, ``expected_lists``,
+``expected_timeouts``). As a script it checks any files or folders of cases:
+
+    python tests/conformance.py ../shared/conformance            # the colcep engine
+    python tests/conformance.py --engine reference PATH...         # the plain-Python reference
+
+printing one line per failing case and a last line ``N passed, M failed``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+
+import colcep as cc
+from colcep.expr import TRUE, Expr
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE.parent.parent / "shared" / "conformance"
+
+_CONNECT = {"begin": "begin", "next": "next", "followedBy": "followed_by", "followedByAny": "followed_by_any",
+            "notNext": "not_next", "notFollowedBy": "not_followed_by"}
+_SKIP = {"noSkip": lambda s: cc.NoSkip(), "skipToNext": lambda s: cc.SkipToNext(),
+         "skipPastLastEvent": lambda s: cc.SkipPastLastEvent(), "skipToFirst": lambda s: cc.SkipToFirst(s),
+         "skipToLast": lambda s: cc.SkipToLast(s)}
+
+
+# ----------------------------------------------------------------------------- translation
+def to_expr(node: dict) -> Expr:
+    if "true" in node:
+        return TRUE
+    if "cmp" in node:
+        a, op, b = node["cmp"]
+        x, y = to_value(a), to_value(b)
+        return {"==": x.__eq__, "!=": x.__ne__, "<": x.__lt__, "<=": x.__le__, ">": x.__gt__,
+                ">=": x.__ge__}[op](y)
+    if "and" in node:
+        out = to_expr(node["and"][0])
+        for c in node["and"][1:]:
+            out = out & to_expr(c)
+        return out
+    if "or" in node:
+        out = to_expr(node["or"][0])
+        for c in node["or"][1:]:
+            out = out | to_expr(c)
+        return out
+    if "not" in node:
+        return ~to_expr(node["not"])
+    raise ValueError(f"unknown condition {node}")
+
+
+def to_value(node: dict) -> Expr:
+    if "agg" in node:
+        f = node["agg"]
+        if f == "count":
+            return cc.count(of=node["stage"], field=node.get("field"))
+        return getattr(cc, f)(node["field"], of=node["stage"])
+    if "field" in node:
+        return cc.col(node["field"])
+    if "const" in node:
+        return cc.lit(node["const"])
+    if "arith" in node:
+        x, y = to_value(node["args"][0]), to_value(node["args"][1])
+        return {"+": x.__add__, "-": x.__sub__, "*": x.__mul__, "/": x.__truediv__}[node["arith"]](y)
+    raise ValueError(f"unknown expression {node}")
+
+
+def _apply_stage(p, st: dict, connect_fn):
+    target = _chain(st["group"]["stages"]) if st.get("group") else st["name"]
+    p = connect_fn(target)
+    if st.get("where") is not None:
+        p = p.where(to_expr(st["where"]))
+    q = st.get("quantifier")
+    if q:
+        if q["type"] == "oneOrMore":
+            p = p.one_or_more()
+        elif q["type"] == "times":
+            p = p.times(q["from"], q["to"])
+        elif q["type"] == "timesOrMore":
+            p = p.times_or_more(q["from"])
+    if st.get("optional"):
+        p = p.optional()
+    if st.get("greedy"):
+        p = p.greedy()
+    inner = st.get("inner", "relaxed")
+    if inner == "consecutive":
+        p = p.consecutive()
+    elif inner == "allowCombinations":
+        p = p.allow_combinations()
+    if st.get("until") is not None:
+        p = p.until(to_expr(st["until"]))
+    return p
+
+
+def _chain(stages: list[dict]):
+    p = None
+    for st in stages:
+        if p is None:
+            p = _apply_stage(None, st, lambda t: cc.Pattern.begin(t))
+        else:
+            p = _apply_stage(p, st, getattr(p, _CONNECT[st["connect"]]))
+    return p
+
+
+def case_pattern(case: dict) -> cc.Pattern:
+    """The case's pattern as a colcep Pattern."""
+    pat = case["pattern"]
+    p = _chain(pat["stages"])
+    if pat.get("within_ms") is not None:
+        p = p.within(int(pat["within_ms"]))
+    sk = pat.get("skip") or {"type": "noSkip"}
+    return p.skip(_SKIP[sk["type"]](sk.get("stage")))
+
+
+def case_table(case: dict) -> pa.Table:
+    events = case["events"]
+    fields = []
+    for e in events:
+        for k in e:
+            if k not in fields:
+                fields.append(k)
+    cols = {}
+    for f in fields:
+        vals = [e.get(f) for e in events]
+        if f == "ts":
+            cols[f] = pa.array(vals, pa.int64())
+        elif any(isinstance(v, str) for v in vals):
+            cols[f] = pa.array(vals, pa.string())
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals if v is not None) and f != "price" \
+                and f != "volume":
+            cols[f] = pa.array(vals, pa.int64())
+        else:
+            cols[f] = pa.array(vals, pa.float64())
+    return pa.table(cols)
+
+
+# ----------------------------------------------------------------------------- engines
+def engine_colcep(case: dict, want_timeouts: bool):
+    """Run the case through colcep's Matcher; returns (matches, timeouts) as lists of
+    {stage: [row positions]} (timeouts: (dict, timestamp))."""
+    table = case_table(case)
+    key = case["pattern"].get("key")
+    m = cc.Matcher(case_pattern(case), key=key, time="ts", timeouts=want_timeouts, columns=[])
+    out = m.process(table)
+    out = pa.concat_tables([out, m.close()])
+    return _rows_to_matches(out, want_timeouts)
+
+
+def _rows_to_matches(tbl: pa.Table, want_timeouts: bool):
+    d = tbl.to_pydict()
+    matches: dict = {}
+    order: list = []
+    tmo: dict = {}
+    for i in range(tbl.num_rows):
+        mid = d["match_id"][i]
+        is_to = want_timeouts and d["timed_out"][i]
+        target = tmo if is_to else matches
+        if mid not in target:
+            target[mid] = ({}, d["timeout_ts"][i] if is_to else None)
+            if not is_to:
+                order.append(mid)
+        target[mid][0].setdefault(d["stage"][i], []).append(d["row"][i])
+    return [matches[m][0] for m in order], [v for v in tmo.values()]
+
+
+def engine_reference(case: dict, want_timeouts: bool):
+    from reference import run_reference
+    from colcep.compiler import compile_pattern
+
+    prog = compile_pattern(case_pattern(case))
+    events = [dict(e, __ts=e["ts"]) for e in case["events"]]
+    window = case["pattern"].get("within_ms") or 0
+    return run_reference(prog, events, case["pattern"].get("key"), int(window), want_timeouts)
+
+
+ENGINES = {"colcep": engine_colcep, "reference": engine_reference}
+
+
+# ----------------------------------------------------------------------------- comparison
+def _canon(match: dict, case: dict, stage_order: list[str], by_value: bool, as_list: bool):
+    ev = case["events"]
+
+    def ident(pos):
+        e = ev[pos]
+        return (e["name"], e["price"], e["volume"]) if by_value else e["id"]
+
+    if as_list:
+        return tuple(ident(p) for s in stage_order for p in match.get(s, []))
+    return tuple(sorted((s, tuple(ident(p) for p in ps)) for s, ps in match.items()))
+
+
+def _canon_expected(m: dict, case: dict, stage_order: list[str], by_value: bool, as_list: bool):
+    ids = {e["id"]: i for i, e in enumerate(case["events"])}
+    return _canon({s: [ids[i] for i in v] for s, v in m.items() if v}, case, stage_order, by_value, as_list)
+
+
+def check_case(case: dict, engine: str = "colcep") -> str | None:
+    """None if the engine reproduces Flink's output for the case, else a short diff."""
+    want_timeouts = case.get("expected_timeouts") is not None
+    try:
+        got, got_to = ENGINES[engine](case, want_timeouts)
+    except Exception as exc:  # a crash is a failure with its reason
+        return f"error: {type(exc).__name__}: {exc}"
+    stage_order = case_pattern(case).stage_names()
+    by_value = case.get("compare_by") == "value"
+    as_list = case.get("expected") is None
+    got_c = [_canon(m, case, stage_order, by_value, as_list) for m in got]
+    if as_list:
+        exp_c = [tuple((lambda e: (e["name"], e["price"], e["volume"]) if by_value else e["id"])(
+            case["events"][[x["id"] for x in case["events"]].index(i)]) for i in lst)
+            for lst in case["expected_lists"]]
+    else:
+        exp_c = [_canon_expected(m, case, stage_order, by_value, False) for m in case["expected"]]
+    if case.get("order") == "exact":
+        if got_c != exp_c:
+            return f"order/content differs: got {got_c} expected {exp_c}"
+    elif Counter(got_c) != Counter(exp_c):
+        missing = list((Counter(exp_c) - Counter(got_c)).elements())
+        extra = list((Counter(got_c) - Counter(exp_c)).elements())
+        return f"missing {missing} extra {extra}"
+    if want_timeouts:
+        exp_to = _expected_timeouts(case)
+        with_ts = any(ts is not None for _, ts in exp_to)
+        g = Counter((_canon(m, case, stage_order, by_value, False), ts if with_ts else None) for m, ts in got_to)
+        e = Counter((_canon_expected(m, case, stage_order, by_value, False), ts) for m, ts in exp_to)
+        if g != e:
+            return f"timeouts: missing {list((e - g).elements())} extra {list((g - e).elements())}"
+    return None
+
+
+def _expected_timeouts(case: dict):
+    out = []
+    for t in case["expected_timeouts"]:
+        if isinstance(t, dict) and "match" in t:
+            out.append((t["match"], t.get("ts")))
+        elif isinstance(t, list) and len(t) == 2 and isinstance(t[0], dict):
+            out.append((t[0], t[1]))
+        else:
+            out.append((t, None))
+    return out
+
+
+def load_cases(paths) -> list[dict]:
+    cases = []
+    for p in paths:
+        p = Path(p)
+        files = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        for f in files:
+            data = json.loads(f.read_text())
+            if isinstance(data, dict):
+                data = [data]
+            cases.extend(c for c in data if isinstance(c, dict) and "pattern" in c and "events" in c)
+    return cases
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Replay conformance cases through colcep.")
+    ap.add_argument("paths", nargs="*", default=[str(CORPUS)])
+    ap.add_argument("--engine", choices=sorted(ENGINES), default="colcep")
+    args = ap.parse_args(argv)
+    passed = failed = 0
+    for case in load_cases(args.paths):
+        diff = check_case(case, args.engine)
+        if diff is None:
+            passed += 1
+        else:
+            failed += 1
+            print(f"{case['id']}: {diff[:300]}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    sys.exit(main())
