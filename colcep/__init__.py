@@ -1,10 +1,11 @@
 """colcep: complex event processing with Flink CEP's semantics on columnar data."""
 from .errors import CapacityError, ColcepError, InputError, PatternError
 from .expr import Expr, avg, col, count, first, last, lit, max, min, sum
+from .matcher import Matcher, match
 from .pattern import Pattern
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
-__all__ = ["Pattern", "Expr", "col", "lit", "first", "last", "sum", "count", "avg", "min", "max",
+__all__ = ["Pattern", "Matcher", "match", "Expr", "col", "lit", "first", "last", "sum", "count", "avg", "min", "max",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "ColcepError", "PatternError", "InputError", "CapacityError"]
 __version__ = "0.1.0"

@@ -1,0 +1,259 @@
+"""Lowering conditions for the kernel: column masks and bytecode.
+
+A condition that reads only the current event becomes a boolean mask, evaluated with numpy
+over the whole batch. A condition that reads the partial match becomes a bytecode program
+(``colcep.kernels.vm``) in which every event-only sub-expression is again precomputed: a
+boolean one as a mask row, a numeric one as a float row. Aggregates read the run's vector V:
+one group of running statistics per (stage, column) pair the pattern aggregates over.
+
+Types are checked against the input schema here, so a condition over an unknown column or a
+string compared with ``<`` fails before any data is read, naming the stage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import PatternError
+from .expr import Expr
+from .kernels import vm
+
+_AGG = {"first": vm.AGG_FIRST, "last": vm.AGG_LAST, "sum": vm.AGG_SUM, "count": vm.AGG_COUNT,
+        "avg": vm.AGG_AVG, "min": vm.AGG_MIN, "max": vm.AGG_MAX}
+_ARITH = {"+": vm.A_ADD, "-": vm.A_SUB, "*": vm.A_MUL, "/": vm.A_DIV}
+_CMP = {"==": vm.C_EQ, "!=": vm.C_NE, "<": vm.C_LT, "<=": vm.C_LE, ">": vm.C_GT, ">=": vm.C_GE}
+_BOOL_OPS = ("cmp", "and", "or", "not", "isin", "isnull", "true")
+
+NUM, STR, BOOL, NULL = "number", "string", "boolean", "null"
+
+
+def infer_type(e: Expr, schema: dict[str, str], where: str) -> str:
+    """The type of ``e`` (number | string | boolean | null) given column types; raises
+    PatternError naming ``where`` (the stage) on a type error or an unknown column."""
+    op, a = e.op, e.args
+    if op == "col":
+        if a[0] not in schema:
+            raise PatternError(f"{where}: unknown column {a[0]!r}; the input has {sorted(schema)}")
+        return schema[a[0]]
+    if op == "lit":
+        return NULL if a[0] is None else STR if isinstance(a[0], str) else NUM
+    if op == "true":
+        return BOOL
+    if op == "agg":
+        func, fld, _ = a
+        if func == "count":
+            return NUM
+        if fld not in schema:
+            raise PatternError(f"{where}: {func}() over unknown column {fld!r}; the input has {sorted(schema)}")
+        t = schema[fld]
+        if func in ("first", "last"):
+            return t
+        if t != NUM:
+            raise PatternError(f"{where}: {func}({fld!r}) needs a numeric column, {fld!r} is {t}")
+        return NUM
+    if op == "arith":
+        for x in a[1:]:
+            t = infer_type(x, schema, where)
+            if t not in (NUM, NULL):
+                raise PatternError(f"{where}: arithmetic '{a[0]}' on a {t} value in {e!r}")
+        return NUM
+    if op == "cmp":
+        ta, tb = infer_type(a[1], schema, where), infer_type(a[2], schema, where)
+        if NULL not in (ta, tb) and ta != tb:
+            raise PatternError(f"{where}: cannot compare a {ta} with a {tb} in {e!r}")
+        if a[0] not in ("==", "!=") and STR in (ta, tb):
+            raise PatternError(f"{where}: strings compare only with == and != (got '{a[0]}' in {e!r})")
+        if BOOL in (ta, tb) and a[0] not in ("==", "!="):
+            raise PatternError(f"{where}: booleans compare only with == and != (got '{a[0]}' in {e!r})")
+        return BOOL
+    if op in ("and", "or", "not"):
+        for x in a:
+            t = infer_type(x, schema, where)
+            if t != BOOL:
+                raise PatternError(f"{where}: '{op}' needs conditions, got a {t} in {e!r}")
+        return BOOL
+    if op == "isin":
+        t = infer_type(a[0], schema, where)
+        for v in a[1]:
+            tv = STR if isinstance(v, str) else NUM
+            if v is not None and t not in (tv, NULL) and not (t == BOOL and tv == NUM):
+                raise PatternError(f"{where}: is_in() value {v!r} does not match the {t} expression {a[0]!r}")
+        return BOOL
+    if op == "isnull":
+        infer_type(a[0], schema, where)
+        return BOOL
+    raise PatternError(f"{where}: unknown expression {e!r}")
+
+
+@dataclass
+class Lowered:
+    """Conditions of a program, ready for one Matcher."""
+
+    mask_exprs: list[Expr] = field(default_factory=list)   # boolean, event-only: one mask row each
+    col_exprs: list[Expr] = field(default_factory=list)    # numeric, event-only: one float row each
+    cond_kind: np.ndarray = None                           # 0 mask, 1 bytecode (per condition id)
+    cond_a: np.ndarray = None                              # mask row, or program start
+    cond_b: np.ndarray = None                              # program end
+    code: np.ndarray = None
+    consts: np.ndarray = None
+    vg_stage: np.ndarray = None                            # V group -> stage index
+    vg_col: np.ndarray = None                              # V group -> float row (-1: count only)
+
+    @property
+    def v_width(self) -> int:
+        return len(self.vg_stage) * vm.VW
+
+
+class _Lowerer:
+    def __init__(self, stage_index: dict[str, int], strings: dict):
+        self.stage_index = stage_index
+        self.strings = strings
+        self.out = Lowered()
+        self._masks: dict = {}
+        self._cols: dict = {}
+        self._vgroups: dict = {}
+        self.code: list[int] = []
+        self.consts: list[float] = []
+
+    def mask(self, e: Expr) -> int:
+        k = e.key()
+        if k not in self._masks:
+            self._masks[k] = len(self.out.mask_exprs)
+            self.out.mask_exprs.append(e)
+        return self._masks[k]
+
+    def column(self, e: Expr) -> int:
+        k = e.key()
+        if k not in self._cols:
+            self._cols[k] = len(self.out.col_exprs)
+            self.out.col_exprs.append(e)
+        return self._cols[k]
+
+    def const(self, v) -> int:
+        self.consts.append(literal_value(v, self.strings))
+        return len(self.consts) - 1
+
+    def vgroup(self, stage: str, fld: "str | None") -> int:
+        key = (stage, fld)
+        if key not in self._vgroups:
+            self._vgroups[key] = len(self._vgroups)
+        return self._vgroups[key]
+
+    def emit(self, e: Expr) -> int:
+        """Append code for ``e``; returns the stack depth it needs."""
+        op, a = e.op, e.args
+        if not e.reads_match():
+            if op in _BOOL_OPS:
+                self.code += [vm.OP_MASK, self.mask(e)]
+            elif op == "lit":
+                self.code += [vm.OP_CONST, self.const(a[0])]
+            else:
+                self.code += [vm.OP_COL, self.column(e)]
+            return 1
+        if op == "agg":
+            func, fld, stages = a
+            groups = [self.vgroup(s, None if func == "count" else fld) for s in stages]
+            self.code += [vm.OP_AGG, _AGG[func], len(groups)] + groups
+            return 1
+        if op in ("arith", "cmp"):
+            d1 = self.emit(a[1])
+            d2 = self.emit(a[2])
+            self.code += [vm.OP_ARITH if op == "arith" else vm.OP_CMP, (_ARITH if op == "arith" else _CMP)[a[0]]]
+            return max(d1, d2 + 1)
+        if op in ("and", "or"):
+            d1 = self.emit(a[0])
+            d2 = self.emit(a[1])
+            self.code.append(vm.OP_AND if op == "and" else vm.OP_OR)
+            return max(d1, d2 + 1)
+        if op == "not":
+            d = self.emit(a[0])
+            self.code.append(vm.OP_NOT)
+            return d
+        if op == "isnull":
+            d = self.emit(a[0])
+            self.code.append(vm.OP_ISNULL)
+            return d
+        if op == "isin":
+            d = self.emit(a[0])
+            ks = [self.const(v) for v in a[1]]
+            self.code += [vm.OP_ISIN, len(ks)] + ks
+            return d
+        raise PatternError(f"cannot lower {e!r}")
+
+
+def literal_value(v, strings: dict) -> float:
+    """A literal as the kernel sees it: numbers as float, strings as dictionary codes
+    (registered now, so data seen later gets the same code), None as NaN."""
+    if v is None:
+        return np.nan
+    if isinstance(v, str):
+        return float(strings.setdefault(v, len(strings)))
+    return float(v)
+
+
+def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowered:
+    """Lower a program's conditions; ``strings`` is the Matcher's string dictionary."""
+    lw = _Lowerer({n: i for i, n in enumerate(stage_names)}, strings)
+    kind, ca, cb = [], [], []
+    for e in conditions:
+        if not e.reads_match():
+            kind.append(0)
+            ca.append(lw.mask(e))
+            cb.append(0)
+        else:
+            start = len(lw.code)
+            depth = lw.emit(e)
+            if depth > vm.STACK:
+                raise PatternError(f"condition too deeply nested for the kernel (depth {depth} > {vm.STACK}): {e!r}")
+            kind.append(1)
+            ca.append(start)
+            cb.append(len(lw.code))
+    out = lw.out
+    out.cond_kind = np.array(kind, np.int8)
+    out.cond_a = np.array(ca, np.int32)
+    out.cond_b = np.array(cb, np.int32)
+    out.code = np.array(lw.code or [0], np.int32)
+    out.consts = np.array(lw.consts or [0.0], np.float64)
+    groups = sorted(lw._vgroups.items(), key=lambda kv: kv[1])
+    out.vg_stage = np.array([lw.stage_index[s] for (s, _), _ in groups], np.int32)
+    out.vg_col = np.array([lw.column(Expr("col", (f,))) if f is not None else -1 for (_, f), _ in groups], np.int32)
+    return out
+
+
+# ----------------------------------------------------------------------------- batch evaluation
+def evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
+    """Evaluate an event-only expression over a batch: a float64 array (NaN = null) or a
+    boolean array. ``env`` maps column names to float64 arrays (strings as codes)."""
+    op, a = e.op, e.args
+    if op == "col":
+        return env[a[0]]
+    if op == "lit":
+        return np.full(n, literal_value(a[0], strings))
+    if op == "true":
+        return np.ones(n, bool)
+    if op == "arith":
+        x, y = evaluate(a[1], env, n, strings), evaluate(a[2], env, n, strings)
+        with np.errstate(all="ignore"):
+            return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[a[0]](x, y)
+    if op == "cmp":
+        x, y = evaluate(a[1], env, n, strings), evaluate(a[2], env, n, strings)
+        x = x.astype(np.float64) if x.dtype == bool else x
+        y = y.astype(np.float64) if y.dtype == bool else y
+        with np.errstate(invalid="ignore"):
+            r = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+                 ">=": np.greater_equal}[a[0]](x, y)
+        return r & ~np.isnan(x) & ~np.isnan(y)
+    if op == "and":
+        return evaluate(a[0], env, n, strings) & evaluate(a[1], env, n, strings)
+    if op == "or":
+        return evaluate(a[0], env, n, strings) | evaluate(a[1], env, n, strings)
+    if op == "not":
+        return ~evaluate(a[0], env, n, strings)
+    if op == "isin":
+        x = evaluate(a[0], env, n, strings)
+        return np.isin(x, [literal_value(v, strings) for v in a[1] if v is not None])
+    if op == "isnull":
+        x = evaluate(a[0], env, n, strings)
+        return np.isnan(x) if x.dtype != bool else np.zeros(n, bool)
+    raise PatternError(f"{e!r} reads the partial match and cannot be evaluated per column")

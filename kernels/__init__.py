@@ -1,0 +1,1 @@
+"""Numba kernels: plain arrays in, plain arrays out (installed as ``colcep.kernels``)."""

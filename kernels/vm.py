@@ -1,0 +1,200 @@
+"""Condition bytecode: a tiny stack machine over float64, evaluated per (run, event).
+
+Conditions that read only the current event are evaluated column-at-a-time into masks
+before the kernel runs; what is left here reads the run's aggregate vector V (the SASE+
+paper's computation-state vector). A program is a slice of ``code`` (int32) with constants
+in ``consts``. Booleans are 1.0 / 0.0; null is NaN; a comparison with NaN is false.
+
+V layout: group ``g`` (one stage, one column) owns ``VW`` floats at ``g * VW``:
+``n_events, n_valid, sum, min, max, first, last, first_pos, last_pos`` (nulls skipped).
+"""
+import numpy as np
+from numba import njit
+
+# opcodes
+OP_COL, OP_CONST, OP_MASK, OP_AGG, OP_ARITH, OP_CMP, OP_AND, OP_OR, OP_NOT, OP_ISNULL, OP_ISIN, OP_TRUE = range(12)
+# aggregate functions
+AGG_FIRST, AGG_LAST, AGG_SUM, AGG_COUNT, AGG_AVG, AGG_MIN, AGG_MAX = range(7)
+# arithmetic / comparison operators
+A_ADD, A_SUB, A_MUL, A_DIV = range(4)
+C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE = range(6)
+# V group layout
+V_N, V_VALID, V_SUM, V_MIN, V_MAX, V_FIRST, V_LAST, V_FIRST_POS, V_LAST_POS = range(9)
+VW = 9
+
+STACK = 64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def v_update(v, base, x, pos):
+    """Account one event (value ``x``, position ``pos``) in the V group starting at ``base``."""
+    v[base + V_N] += 1.0
+    if x == x:  # not null
+        if v[base + V_VALID] == 0.0:
+            v[base + V_MIN] = x
+            v[base + V_MAX] = x
+            v[base + V_FIRST] = x
+            v[base + V_FIRST_POS] = pos
+        else:
+            if x < v[base + V_MIN]:
+                v[base + V_MIN] = x
+            if x > v[base + V_MAX]:
+                v[base + V_MAX] = x
+        v[base + V_VALID] += 1.0
+        v[base + V_SUM] += x
+        v[base + V_LAST] = x
+        v[base + V_LAST_POS] = pos
+
+
+@njit(cache=True, nogil=True)
+def v_init(v):
+    """An empty V: counts and sums 0, the rest null."""
+    for g in range(v.shape[0] // VW):
+        b = g * VW
+        v[b + V_N] = 0.0
+        v[b + V_VALID] = 0.0
+        v[b + V_SUM] = 0.0
+        v[b + V_MIN] = np.nan
+        v[b + V_MAX] = np.nan
+        v[b + V_FIRST] = np.nan
+        v[b + V_LAST] = np.nan
+        v[b + V_FIRST_POS] = np.nan
+        v[b + V_LAST_POS] = np.nan
+
+
+@njit(cache=True, nogil=True)
+def _agg(func, code, pc, ng, v):
+    """Aggregate ``func`` over the V groups listed at ``code[pc:pc+ng]``."""
+    n = 0.0
+    valid = 0.0
+    s = 0.0
+    lo = np.nan
+    hi = np.nan
+    fv = np.nan
+    fpos = np.inf
+    lv = np.nan
+    lpos = -np.inf
+    for j in range(ng):
+        b = code[pc + j] * VW
+        n += v[b + V_N]
+        if v[b + V_VALID] > 0.0:
+            valid += v[b + V_VALID]
+            s += v[b + V_SUM]
+            if not (lo <= v[b + V_MIN]):
+                lo = v[b + V_MIN]
+            if not (hi >= v[b + V_MAX]):
+                hi = v[b + V_MAX]
+            if v[b + V_FIRST_POS] < fpos:
+                fpos = v[b + V_FIRST_POS]
+                fv = v[b + V_FIRST]
+            if v[b + V_LAST_POS] > lpos:
+                lpos = v[b + V_LAST_POS]
+                lv = v[b + V_LAST]
+    if func == AGG_COUNT:
+        return n
+    if func == AGG_SUM:
+        return s
+    if valid == 0.0:
+        return np.nan
+    if func == AGG_AVG:
+        return s / valid
+    if func == AGG_MIN:
+        return lo
+    if func == AGG_MAX:
+        return hi
+    if func == AGG_FIRST:
+        return fv
+    return lv
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def eval_program(code, start, end, consts, row, masks, cols, v):
+    """Run the program ``code[start:end]`` for event ``row`` and the run whose V is ``v``;
+    returns True when the condition holds."""
+    stack = np.empty(STACK)
+    sp = 0
+    pc = start
+    while pc < end:
+        op = code[pc]
+        if op == OP_COL:
+            stack[sp] = cols[code[pc + 1], row]
+            sp += 1
+            pc += 2
+        elif op == OP_CONST:
+            stack[sp] = consts[code[pc + 1]]
+            sp += 1
+            pc += 2
+        elif op == OP_MASK:
+            stack[sp] = 1.0 if masks[code[pc + 1], row] else 0.0
+            sp += 1
+            pc += 2
+        elif op == OP_AGG:
+            ng = code[pc + 2]
+            stack[sp] = _agg(code[pc + 1], code, pc + 3, ng, v)
+            sp += 1
+            pc += 3 + ng
+        elif op == OP_ARITH:
+            b = stack[sp - 1]
+            a = stack[sp - 2]
+            k = code[pc + 1]
+            if k == A_ADD:
+                r = a + b
+            elif k == A_SUB:
+                r = a - b
+            elif k == A_MUL:
+                r = a * b
+            else:
+                r = a / b
+            stack[sp - 2] = r
+            sp -= 1
+            pc += 2
+        elif op == OP_CMP:
+            b = stack[sp - 1]
+            a = stack[sp - 2]
+            k = code[pc + 1]
+            if a != a or b != b:
+                r = 0.0
+            elif k == C_EQ:
+                r = 1.0 if a == b else 0.0
+            elif k == C_NE:
+                r = 1.0 if a != b else 0.0
+            elif k == C_LT:
+                r = 1.0 if a < b else 0.0
+            elif k == C_LE:
+                r = 1.0 if a <= b else 0.0
+            elif k == C_GT:
+                r = 1.0 if a > b else 0.0
+            else:
+                r = 1.0 if a >= b else 0.0
+            stack[sp - 2] = r
+            sp -= 1
+            pc += 2
+        elif op == OP_AND:
+            stack[sp - 2] = 1.0 if (stack[sp - 2] != 0.0 and stack[sp - 1] != 0.0) else 0.0
+            sp -= 1
+            pc += 1
+        elif op == OP_OR:
+            stack[sp - 2] = 1.0 if (stack[sp - 2] != 0.0 or stack[sp - 1] != 0.0) else 0.0
+            sp -= 1
+            pc += 1
+        elif op == OP_NOT:
+            stack[sp - 1] = 0.0 if stack[sp - 1] != 0.0 else 1.0
+            pc += 1
+        elif op == OP_ISNULL:
+            x = stack[sp - 1]
+            stack[sp - 1] = 1.0 if x != x else 0.0
+            pc += 1
+        elif op == OP_ISIN:
+            n = code[pc + 1]
+            x = stack[sp - 1]
+            r = 0.0
+            for j in range(n):
+                if x == consts[code[pc + 2 + j]]:
+                    r = 1.0
+            stack[sp - 1] = r
+            pc += 2 + n
+        else:  # OP_TRUE
+            stack[sp] = 1.0
+            sp += 1
+            pc += 1
+    return stack[sp - 1] != 0.0
