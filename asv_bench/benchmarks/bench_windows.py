@@ -1,40 +1,22 @@
 """Window assignment and windowed aggregation (colcep.windows) next to pyarrow's and pandas'
-own grouping / resampling, on the same synthetic ticks (shared/bench/gen_ticks.py's
-distribution: 10^6 ticks, 100 symbols, about 2 ms apart).
+own grouping / resampling, on the same synthetic ticks (``colcep.ticks.make_ticks``, the
+algorithm of shared/bench/gen_ticks.py: 10^6 ticks, 100 symbols, about 2 ms apart).
 
 Run against the installed package: ``asv run --python=same --bench bench_windows``.
 """
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colcep.ticks import make_ticks
 from colcep.windows import Count, Session, Sliding, Tumbling, aggregate, assign, ohlc
 
 EVENTS, SYMBOLS, SEED = 1_000_000, 100, 7
 MINUTE = 60_000
 
 
-def make_ticks(events: int, symbols: int, seed: int) -> pa.Table:
-    """gen_ticks.py's generator: id, name, ts (int64 ms), price, volume."""
-    rng = np.random.default_rng(seed)
-    sym = rng.integers(0, symbols, size=events)
-    ts = np.cumsum(rng.exponential(2.0, size=events)).astype(np.int64)
-    steps = rng.normal(0.0, 0.0005, size=events)
-    order = np.argsort(sym, kind="stable")
-    c = np.cumsum(steps[order])
-    starts = np.r_[0, np.flatnonzero(np.diff(sym[order])) + 1]
-    ret = np.empty(events)
-    ret[order] = c - np.repeat(c[starts] - steps[order][starts], np.diff(np.r_[starts, events]))
-    price = np.round((20.0 + 180.0 * rng.random(symbols))[sym] * np.exp(ret), 4)
-    volume = np.round(rng.lognormal(np.log(300.0), 0.8, size=events))
-    names = np.array([f"S{i:04d}" for i in range(symbols)], dtype=object)[sym]
-    return pa.table({"id": np.arange(events, dtype=np.int64), "name": names, "ts": ts, "price": price,
-                     "volume": volume})
-
-
 def _data():
-    ticks = make_ticks(EVENTS, SYMBOLS, SEED)
+    ticks = make_ticks(EVENTS, SYMBOLS, SEED)  # id, name, ts (int64 ms), price, volume
     frame = ticks.to_pandas()
     frame["dt"] = pd.to_datetime(frame["ts"], unit="ms")
     return ticks, frame
