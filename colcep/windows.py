@@ -405,7 +405,7 @@ def assign(data: Any, window: WindowSpec, key: str | None = None, time: str = "t
     lay = _layout(ts, codes, keys.n, spec, gaps)
     total = int((lay.w_hi - lay.w_lo).sum())
     pos, win = kwin.explode_ranges(lay.w_lo, lay.w_hi, total)
-    if spec.kind == "count" and spec.slide < spec.size:  # overlapping: a row in several windows
+    if spec.kind == "count" and not spec.purging:  # evictor windows overlap (a partial one too)
         rows = lay.order[pos]
         perm = np.argsort(rows, kind="stable")
         rows, win = rows[perm], win[perm]
