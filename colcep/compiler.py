@@ -491,6 +491,7 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
                     conditions.append(cond)
                 cnd.append(cond_ids[k])
         ptr.append(len(act))
+    _check_proceed_cycles(states, index)
     return NFAProgram(
         state_names=[s.name for s in states],
         state_kind=np.array([s.kind for s in states], np.int8),
@@ -504,6 +505,34 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
         stage_names=stage_names,
         pattern=pattern,
     )
+
+
+def _check_proceed_cycles(states: list[State], index: dict) -> None:
+    """A cycle of PROCEED edges lets a run loop without consuming events (a looping group
+    whose stages are all optional). Flink never returns from such a pattern; colcep refuses it."""
+    color = [0] * len(states)
+    for root in range(len(states)):
+        if color[root]:
+            continue
+        stack = [(root, iter(states[root].transitions))]
+        color[root] = 1
+        while stack:
+            s, it = stack[-1]
+            for action, target, _ in it:
+                if action != PROCEED:
+                    continue
+                t = index[id(target)]
+                if color[t] == 1:
+                    raise PatternError(
+                        f"stage {states[t].stage!r} can repeat without taking any event (a looping group whose "
+                        "stages are all optional); make at least one stage of the group non-optional")
+                if color[t] == 0:
+                    color[t] = 1
+                    stack.append((t, iter(states[t].transitions)))
+                    break
+            else:
+                color[s] = 2
+                stack.pop()
 
 
 def _check_rules(pattern: Pattern, inner: bool = False) -> None:

@@ -92,6 +92,7 @@ class Matcher:
         self._keys: dict = {}
         self._key_values: list = []
         self._key_last_ts = np.zeros(0, np.int64)
+        self._start_dead = np.zeros(0, np.uint8)
         self._rows_seen = 0
         self._matches_out = 0
         self._retained: list[tuple[int, pa.Table]] = []
@@ -269,6 +270,8 @@ class Matcher:
         if self._key_last_ts.shape[0] < n_keys:
             self._key_last_ts = np.concatenate(
                 [self._key_last_ts, np.full(n_keys - self._key_last_ts.shape[0], np.iinfo(np.int64).min)])
+        if self._start_dead.shape[0] < n_keys:
+            self._start_dead = np.concatenate([self._start_dead, np.zeros(n_keys - self._start_dead.shape[0], np.uint8)])
         order = np.argsort(codes, kind="stable")
         counts = np.bincount(codes, minlength=n_keys)
         key_ptr = np.zeros(n_keys + 1, np.int64)
@@ -296,7 +299,7 @@ class Matcher:
             lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
             self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
             n_keys, key_ptr, ts_g, grow, masks, cols, start_mask,
-            *self._runs, *self._held, *self._buf[:4], self._buf[4])
+            *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4])
         (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
          n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
         self._buf = (n_row, n_stage, n_parent, n_ref, self._buf[4])

@@ -98,24 +98,26 @@ def extract(n_row, n_stage, n_parent, node, rows, stages):
 
 
 @njit(cache=True, nogil=True)
-def compare_paths(n_row, n_parent, a, b):
-    """Compare two matches by their events' positions, lexicographically in arrival order."""
+def compare_paths(n_row, n_stage, n_parent, a, b):
+    """Compare two matches by their events' positions in arrival order, lexicographically,
+    then by the stages the events were taken into (-1, 0 or 1)."""
     la = path_length(n_parent, a)
     lb = path_length(n_parent, b)
     ra = np.empty(la, np.int64)
     rb = np.empty(lb, np.int64)
-    x = a
-    for i in range(la - 1, -1, -1):
-        ra[i] = n_row[x]
-        x = n_parent[x]
-    x = b
-    for i in range(lb - 1, -1, -1):
-        rb[i] = n_row[x]
-        x = n_parent[x]
+    sa = np.empty(la, np.int32)
+    sb = np.empty(lb, np.int32)
+    extract(n_row, n_stage, n_parent, a, ra, sa)
+    extract(n_row, n_stage, n_parent, b, rb, sb)
     for i in range(min(la, lb)):
         if ra[i] != rb[i]:
             return -1 if ra[i] < rb[i] else 1
-    return (la > lb) - (la < lb)
+    if la != lb:
+        return -1 if la < lb else 1
+    for i in range(la):
+        if sa[i] != sb[i]:
+            return -1 if sa[i] < sb[i] else 1
+    return 0
 
 
 @njit(cache=True, nogil=True)

@@ -127,14 +127,14 @@ def _pruning_point(skip_code, skip_stage, node, n_row, n_stage, n_parent):
 
 
 @njit(cache=True, nogil=True)
-def _held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_parent):
+def _held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage, n_parent):
     """Order of the waiting-match queue: start event, then completing event, then the
-    events' positions (colcep's tie rule; Flink's heap order is arbitrary there)."""
+    events' positions and stages (colcep's tie rule; Flink's heap order is arbitrary there)."""
     if a_spos != b_spos:
         return a_spos < b_spos
     if a_epos != b_epos:
         return a_epos < b_epos
-    return compare_paths(n_row, n_parent, a_node, b_node) <= 0
+    return compare_paths(n_row, n_stage, n_parent, a_node, b_node) <= 0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -145,9 +145,10 @@ def run_batch(
         window, skip_code, skip_stage, want_timeouts, max_runs, flush,
         # the batch (rows grouped by key)
         n_keys, key_ptr, ts, grow, masks, cols, start_mask,
-        # carried state: runs and waiting matches per key (CSR over keys)
+        # carried state: runs and waiting matches per key (CSR over keys); start_dead[k] is set
+    # (in place) when a STOP state discarded key k's start run, which Flink never recreates
         r_ptr, r_state, r_node, r_sts, r_spos, r_v,
-        h_ptr, h_sts, h_spos, h_epos, h_node,
+        h_ptr, h_sts, h_spos, h_epos, h_node, start_dead,
         # the shared buffer
         n_row, n_stage, n_parent, n_ref, meta):
     """Process one batch; see the module docstring. Returns the new carried state, the
@@ -254,10 +255,10 @@ def run_batch(
                 g = BIG
             else:
                 row = row_lo + j
-                if na == 0 and nh == 0 and start_mask[row] == 0:
+                if na == 0 and nh == 0 and (start_mask[row] == 0 or start_dead[k]):
                     # nothing alive for this key: jump to its next row that can start a match
                     j += 1
-                    while j < row_hi - row_lo and start_mask[row_lo + j] == 0:
+                    while j < row_hi - row_lo and (start_mask[row_lo + j] == 0 or start_dead[k]):
                         j += 1
                     continue
                 t = ts[row]
@@ -315,7 +316,7 @@ def run_batch(
                         break
                     # ---- computeNextStates for every run, the start run last
                     nb = 0
-                    for i in range(na + 1):
+                    for i in range(na + (0 if start_dead[k] else 1)):
                         is_start = i == na
                         if is_start:
                             s0 = start_state
@@ -435,6 +436,8 @@ def run_batch(
                                 if b_node[q] >= 0:
                                     release(n_parent, n_ref, meta, b_node[q])
                             nb = first_child
+                            if is_start:
+                                start_dead[k] = 1  # Flink discards the start state with the path
                         if not is_start and node0 >= 0:
                             release(n_parent, n_ref, meta, node0)
                     if nb > max_runs:
@@ -449,7 +452,8 @@ def run_batch(
                 for q in range(npot):
                     pos = nh
                     while pos > 0 and not _held_before(hq_spos[pos - 1], hq_epos[pos - 1], hq_node[pos - 1],
-                                                       p_spos[q], g, p_node[q], n_row, n_parent):
+                                                       p_spos[q], g, p_node[q], n_row, n_stage,
+                                                       n_parent):
                         pos -= 1
                     for x in range(nh, pos, -1):
                         hq_sts[x] = hq_sts[x - 1]

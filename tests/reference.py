@@ -117,6 +117,41 @@ class JavaPriorityQueue:
         return len(self.es)
 
 
+class HeldMatches:
+    """The queue of completed matches waiting for earlier partial matches (Flink's
+    ``NFAState.completedMatches``). Flink orders it by start event only and breaks ties by
+    its heap layout; colcep (SEMANTICS.md, point 15) breaks them by the event that
+    completed the match, then by the matches' event positions and stages."""
+
+    def __init__(self, nfa: "ReferenceNFA"):
+        self.nfa = nfa
+        self.items: list = []  # (sort key, run)
+
+    def _key(self, run: Run, end: int):
+        path = self.nfa.buf.extract(run.prev, run.version)[0]
+        return (run_key(run), end, [ev for ev, _ in path], len(path), [st for _, st in path])
+
+    def add_all(self, runs, end: int) -> None:
+        for r in runs:
+            k = self._key(r, end)
+            i = len(self.items)
+            while i > 0 and self.items[i - 1][0] > k:
+                i -= 1
+            self.items.insert(i, (k, r))
+
+    def peek(self):
+        return self.items[0][1] if self.items else None
+
+    def poll(self):
+        return self.items.pop(0)[1]
+
+    def __iter__(self):
+        return iter([r for _, r in self.items])
+
+    def remove_all(self, victims: list) -> None:
+        self.items = [(k, r) for k, r in self.items if not any(v == r for v in victims)]
+
+
 # ----------------------------------------------------------------------------- runs and buffer
 @dataclass(frozen=True)
 class Run:
@@ -285,7 +320,7 @@ class ReferenceNFA:
         self.buf = SharedBuffer()
         self.partial = JavaPriorityQueue(run_key)
         self.partial.add(Run(prog.start_state, None, (1,), -1, None))
-        self.completed = JavaPriorityQueue(run_key)
+        self.completed = HeldMatches(self)
         self.skip_code = prog.pattern.skip_strategy.code
         sk = prog.pattern.skip_strategy.stage
         self.skip_stage = prog.stage_names.index(sk) if sk is not None else -1
@@ -322,7 +357,7 @@ class ReferenceNFA:
         return out
 
     # -- per event
-    def advance_time(self, ts: int) -> tuple[list, list]:
+    def advance_time(self, ts: int, pos: int) -> tuple[list, list]:
         matches, timed_out = [], []
         new_partial = JavaPriorityQueue(run_key)
         potential = JavaPriorityQueue(run_key)
@@ -337,7 +372,7 @@ class ReferenceNFA:
                 self.buf.release(r.prev, r.version)
             else:
                 new_partial.add(r)
-        self.process_completed(potential, new_partial, matches)
+        self.process_completed(potential, new_partial, matches, pos)
         self.partial = new_partial
         return matches, timed_out
 
@@ -364,12 +399,12 @@ class ReferenceNFA:
             else:
                 new_partial.add_all(retain)
         matches: list = []
-        self.process_completed(potential, new_partial, matches)
+        self.process_completed(potential, new_partial, matches, pos)
         self.partial = new_partial
         return matches
 
-    def process_completed(self, potential, partial, out: list) -> None:
-        self.completed.add_all(potential)
+    def process_completed(self, potential, partial, out: list, end: int) -> None:
+        self.completed.add_all(potential, end)
         while (m := self.completed.peek()) is not None:
             if self.skip_code != NO_SKIP:
                 e = partial.peek()
@@ -509,12 +544,12 @@ def run_reference(prog: NFAProgram, events: list[dict], key: "str | None", windo
         nfa = nfas.get(k)
         if nfa is None:
             nfa = nfas[k] = ReferenceNFA(prog, window, events, timeouts)
-        m, t = nfa.advance_time(ev["__ts"])
+        m, t = nfa.advance_time(ev["__ts"], pos)
         matches.extend(m)
         timed.extend(t)
         matches.extend(nfa.process(pos))
     for nfa in nfas.values():
-        m, t = nfa.advance_time(MAX_TS)
+        m, t = nfa.advance_time(MAX_TS, MAX_TS)
         matches.extend(m)
         timed.extend(t)
     return matches, timed

@@ -1,0 +1,42 @@
+"""Every case of the shared conformance corpus (expected output from the real Flink CEP 2.3),
+through the Numba engine and through the plain-Python reference, one test per case."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance import CORPUS, check_case, load_cases
+
+CASES = load_cases([CORPUS]) if CORPUS.is_dir() else []
+
+
+def test_corpus_is_complete(corpus_dir):
+    assert len(CASES) == 813
+    assert len({c["id"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_engine(case):
+    diff = check_case(case, "colcep")
+    assert diff is None, diff
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_reference(case):
+    diff = check_case(case, "reference")
+    assert diff is None, diff
+
+
+def test_script_reports_each_failing_case(tmp_path, corpus_dir):
+    """``python tests/conformance.py PATH`` prints one line per failing case and a summary."""
+    cases = json.loads((corpus_dir / "flink" / "NFATest.json").read_text())
+    broken = dict(cases[0], id="broken.case", expected=[{"nonexistent": [1]}])
+    (tmp_path / "cases.json").write_text(json.dumps([cases[0], broken]))
+    script = str(Path(__file__).with_name("conformance.py"))
+    res = subprocess.run([sys.executable, script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    lines = res.stdout.strip().splitlines()
+    assert lines[-1] == "1 passed, 1 failed"
+    assert lines[0].startswith("broken.case: ")
+    assert res.returncode == 1
