@@ -76,6 +76,9 @@ class Expr:
             "a colcep expression has no truth value: combine conditions with & | ~ "
             "(not 'and', 'or', 'not') and use .is_in([...]) instead of 'in'")
 
+    def __contains__(self, item):
+        self.__bool__()
+
     __hash__ = None  # type: ignore[assignment]  # == builds an expression
 
     # -- introspection ---------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from .buffer import alloc, compare_paths, extract, path_length, release, reserve
-from .vm import VW, eval_program, v_init, v_update
+from .vm import STACK, VW, eval_program, v_init, v_update
 
 TAKE, IGNORE, PROCEED = 0, 1, 2
 NORMAL, FINAL, STOP, PENDING = 0, 1, 2, 3
@@ -38,12 +38,12 @@ OK, ERR_CAPACITY = 0, 1
 
 
 @njit(cache=True, nogil=True)
-def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v):
+def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, vm_stack):
     if c < 0:
         return True
     if cond_kind[c] == 0:
         return masks[cond_a[c], row] != 0
-    return eval_program(code, cond_a[c], cond_b[c], consts, row, masks, cols, v)
+    return eval_program(code, cond_a[c], cond_b[c], consts, row, masks, cols, v, vm_stack)
 
 
 @njit(cache=True, nogil=True)
@@ -202,6 +202,7 @@ def run_batch(
     v_init(zero_v)
     tmp_v = np.empty(vw, np.float64)
     stack = np.empty(max(16, 4 * st_kind.shape[0]), np.int64)
+    vm_stack = np.empty(STACK, np.float64)
     e_act = np.empty(n_trans + 1, np.int32)
     e_src = np.empty(n_trans + 1, np.int32)
     e_tgt = np.empty(n_trans + 1, np.int32)
@@ -340,7 +341,7 @@ def run_batch(
                             s = stack[sp]
                             for tr in range(tr_ptr[s], tr_ptr[s + 1]):
                                 if _cond(tr_cond[tr], cond_kind, cond_a, cond_b, code, consts, row, masks,
-                                         cols, v0):
+                                         cols, v0, vm_stack):
                                     act = tr_act[tr]
                                     if act == PROCEED:
                                         if sp == stack.shape[0]:
@@ -400,7 +401,7 @@ def run_batch(
                                         for tr in range(tr_ptr[s], tr_ptr[s + 1]):
                                             if tr_act[tr] == PROCEED and _cond(
                                                     tr_cond[tr], cond_kind, cond_a, cond_b, code, consts,
-                                                    row, masks, cols, v0):
+                                                    row, masks, cols, v0, vm_stack):
                                                 if st_kind[tr_tgt[tr]] == FINAL:
                                                     s1 = tr_tgt[tr]
                                                     break

@@ -108,10 +108,9 @@ def _agg(func, code, pc, ng, v):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def eval_program(code, start, end, consts, row, masks, cols, v):
-    """Run the program ``code[start:end]`` for event ``row`` and the run whose V is ``v``;
-    returns True when the condition holds."""
-    stack = np.empty(STACK)
+def eval_program(code, start, end, consts, row, masks, cols, v, stack):
+    """Run the program ``code[start:end]`` for event ``row`` and the run whose V is ``v``
+    (``stack``: scratch space of ``STACK`` floats); returns True when the condition holds."""
     sp = 0
     pc = start
     while pc < end:

@@ -1,0 +1,156 @@
+"""The Arrow driver: inputs (tables, batches, pandas, polars, timestamps), bad input with
+clear errors and no data loss, output shape, determinism and carried state."""
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import colcep as cc
+from colcep import Pattern, col, last
+
+RISE = (Pattern.begin("a").where(col("v") > 5)
+        .next("b").where(col("p") > last("p", of="a"))
+        .within(10))
+
+
+def ticks():
+    return pa.table({"sym": ["x", "y", "x", "y", "x", "x"], "ts": [1, 1, 2, 2, 3, 30],
+                     "p": [1.0, 5.0, 2.0, 4.0, 3.0, 9.0], "v": [9.0, 9.0, 9.0, 1.0, 1.0, 9.0]})
+
+
+def test_one_shot_output_shape():
+    out = cc.match(ticks(), RISE, key="sym", time="ts")
+    assert out.schema.names == ["match_id", "sym", "stage", "row", "ts", "p", "v"]
+    assert out.column("match_id").to_pylist() == [0, 0, 1, 1]
+    assert out.column("stage").to_pylist() == ["a", "b", "a", "b"]
+    assert out.column("row").to_pylist() == [0, 2, 2, 4]
+    assert out.column("sym").to_pylist() == ["x"] * 4
+    assert out.column("p").to_pylist() == [1.0, 2.0, 2.0, 3.0]
+
+
+def test_compact_output_and_selected_columns():
+    out = cc.match(ticks(), RISE, key="sym", time="ts", columns=[])
+    assert out.schema.names == ["match_id", "sym", "stage", "row"]
+    out = cc.match(ticks(), RISE, key="sym", time="ts", columns=["p"])
+    assert out.schema.names == ["match_id", "sym", "stage", "row", "p"]
+
+
+@pytest.mark.parametrize("convert", [lambda t: t, lambda t: t.to_batches()[0], lambda t: t.to_pandas(),
+                                     lambda t: pl.from_arrow(t)])
+def test_input_kinds(convert):
+    out = cc.match(convert(ticks()), RISE, key="sym", time="ts", columns=[])
+    assert out.column("row").to_pylist() == [0, 2, 2, 4]
+
+
+def test_iterable_of_batches_spanning_keys():
+    batches = [ticks().slice(i, 1).to_batches()[0] for i in range(6)]
+    out = cc.match(iter(batches), RISE, key="sym", time="ts")
+    assert out.column("row").to_pylist() == [0, 2, 2, 4]
+    assert out.column("p").to_pylist() == [1.0, 2.0, 2.0, 3.0]  # events gathered across batches
+
+
+def test_timestamp_column_and_string_window():
+    t = ticks()
+    ts = pa.array([dt.datetime(2024, 1, 1, 0, 0, s) for s in [1, 1, 2, 2, 3, 30]], pa.timestamp("ms"))
+    t = t.set_column(1, "ts", ts)
+    out = cc.match(t, RISE.within("10s"), key="sym", time="ts", columns=[])
+    assert out.column("row").to_pylist() == [0, 2, 2, 4]
+    out = cc.match(t, RISE.within("1s"), key="sym", time="ts", columns=[])  # b 1 s after a: out
+    assert out.num_rows == 0
+
+
+def test_window_edge_is_exclusive():
+    t = pa.table({"ts": [0, 10], "p": [1.0, 2.0], "v": [9.0, 0.0]})
+    assert cc.match(t, RISE, time="ts").num_rows == 0           # 10 - 0 == within: too late
+    assert cc.match(t, RISE.within(11), time="ts").num_rows == 2
+
+
+def test_unsorted_input_is_sorted_by_match_but_refused_by_process():
+    t = ticks().take([2, 0, 1, 3, 4, 5])  # x's rows out of order
+    out = cc.match(t, RISE, key="sym", time="ts", columns=[])
+    assert out.column("row").to_pylist() == [1, 0, 0, 4]  # rows refer to the input as given
+    m = cc.Matcher(RISE, key="sym", time="ts")
+    with pytest.raises(cc.InputError, match=r"not in order for key 'x': row 1 has time 1"):
+        m.process(t)
+
+
+def test_order_checked_across_batches():
+    m = cc.Matcher(RISE, key="sym", time="ts")
+    m.process(ticks().slice(0, 5))
+    late = pa.table({"sym": ["y"], "ts": [0], "p": [1.0], "v": [1.0]})
+    with pytest.raises(cc.InputError, match="key 'y': row 5 has time 0"):
+        m.process(late)
+
+
+@pytest.mark.parametrize("table, message", [
+    (pa.table({"sym": ["x"], "p": [1.0], "v": [1.0]}), "time column 'ts' is missing"),
+    (pa.table({"ts": [1], "p": [1.0], "v": [1.0]}), "key column 'sym' is missing"),
+    (pa.table({"sym": ["x"], "ts": [1.5], "p": [1.0], "v": [1.0]}), "must be an integer or timestamp"),
+    (pa.table({"sym": ["x", "y"], "ts": pa.array([1, None], pa.int64()), "p": [1.0, 1.0], "v": [1.0, 1.0]}),
+     "time column 'ts' has a null at row 1"),
+    (pa.table({"sym": ["x", None], "ts": [1, 2], "p": [1.0, 1.0], "v": [1.0, 1.0]}),
+     "key column 'sym' has a null at row 1"),
+    (pa.table({"sym": ["x"], "ts": [1], "p": [1.0]}), "unknown column 'v'"),
+    (pa.table({"sym": ["x"], "ts": [1], "p": [[1.0]], "v": [1.0]}), "cannot read"),
+])
+def test_bad_input(table, message):
+    with pytest.raises((cc.InputError, cc.PatternError), match=message):
+        cc.Matcher(RISE, key="sym", time="ts").process(table)
+
+
+def test_nulls_in_data_compare_false():
+    t = pa.table({"ts": [1, 2, 3], "p": [1.0, None, 2.0], "v": [9.0, 9.0, 0.0]})
+    out = cc.match(t, RISE, time="ts", columns=[])
+    assert out.column("row").to_pylist() == []  # b (null price) is not > a; row 2 is not next to row 0
+
+
+def test_string_conditions_across_batches():
+    p = Pattern.begin("a").where(col("name") == "IBM").followed_by("b").where(col("name") == first_name())
+    t = pa.table({"ts": [1, 2, 3, 4], "name": ["IBM", "MSFT", "AAPL", "IBM"]})
+    m = cc.Matcher(p, time="ts", columns=["name"])
+    out = pa.concat_tables([m.process(t.slice(0, 2)), m.process(t.slice(2)), m.close()])
+    assert out.column("name").to_pylist() == ["IBM", "IBM"]
+
+
+def first_name():
+    return cc.first("name", of="a")
+
+
+def test_timeouts_are_flagged_with_their_time():
+    p = Pattern.begin("a").where(col("v") > 5).followed_by("b").where(col("v") < 0).within(5)
+    t = pa.table({"ts": [1, 2, 20], "v": [9.0, 1.0, 1.0]})
+    out = cc.match(t, p, time="ts", timeouts=True, columns=[])
+    assert out.column("timed_out").to_pylist() == [True]
+    assert out.column("timeout_ts").to_pylist() == [6]
+    assert out.column("row").to_pylist() == [0]
+
+
+def test_capacity_bound_raises_naming_the_key():
+    p = Pattern.begin("a").followed_by_any("b").followed_by_any("c")
+    t = pa.table({"sym": ["k"] * 50, "ts": list(range(50))})
+    with pytest.raises(cc.CapacityError, match=r"key 'k' holds \d+ live partial matches"):
+        cc.match(t, p, key="sym", time="ts", max_partial_matches=100)
+
+
+def test_deterministic_ids_and_order():
+    rng = np.random.default_rng(3)
+    n = 2000
+    t = pa.table({"sym": rng.integers(0, 7, n).astype(str), "ts": np.sort(rng.integers(0, 500, n)),
+                  "p": rng.random(n), "v": rng.integers(0, 10, n).astype(float)})
+    a = cc.match(t, RISE, key="sym", time="ts")
+    b = cc.match(t, RISE, key="sym", time="ts")
+    assert a.equals(b) and a.num_rows > 0
+    ids = a.column("match_id").to_numpy()
+    assert (np.diff(ids) >= 0).all() and ids[0] == 0
+
+
+def test_state_is_released():
+    m = cc.Matcher(RISE, key="sym", time="ts")
+    m.process(ticks())
+    m.close()
+    assert m.live_partial_matches == 0 and m.buffer_nodes == 0
+    with pytest.raises(cc.InputError, match="closed"):
+        m.process(ticks())
