@@ -1,11 +1,13 @@
 """colcep: complex event processing with Flink CEP's semantics on columnar data."""
-from .errors import CapacityError, ColcepError, InputError, PatternError
+from .errors import CapacityError, ColcepError, InputError, PatternError, WindowSpecError
 from .expr import Expr, avg, col, count, first, last, lit, max, min, sum
 from .matcher import Matcher, match
 from .pattern import Pattern
+from .windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
 __all__ = ["Pattern", "Matcher", "match", "Expr", "col", "lit", "first", "last", "sum", "count", "avg", "min", "max",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
-           "ColcepError", "PatternError", "InputError", "CapacityError"]
+           "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
+           "ColcepError", "PatternError", "InputError", "CapacityError", "WindowSpecError"]
 __version__ = "0.1.0"

@@ -16,3 +16,7 @@ class InputError(ColcepError, ValueError):
 
 class CapacityError(ColcepError, RuntimeError):
     """A key holds more live partial matches than the configured bound allows."""
+
+
+class WindowSpecError(ColcepError, ValueError):
+    """An invalid window specification (size, slide, offset or gap)."""

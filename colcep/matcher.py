@@ -13,7 +13,7 @@ match still refers to their rows.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa

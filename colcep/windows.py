@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ColcepError, InputError
+from .errors import WindowSpecError, InputError
 from .kernels import windows as kwin
 from .matcher import as_table
 
@@ -41,10 +41,6 @@ _NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "sec": 10**9, "m": 60 * 10
 _TIME_UNITS = ("s", "ms", "us", "ns")
 _I64_MIN = np.iinfo(np.int64).min
 _I64_MAX = np.iinfo(np.int64).max
-
-
-class WindowSpecError(ColcepError, ValueError):
-    """An invalid window specification (Flink: IllegalArgumentException); says which parameter."""
 
 
 # ---------------------------------------------------------------------------------- durations

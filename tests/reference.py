@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from colcep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, TAKE, NFAProgram
+from colcep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, NFAProgram
 from colcep.skip import NO_SKIP, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT
 
 MAX_TS = 2**63 - 1

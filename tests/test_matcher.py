@@ -3,7 +3,6 @@ clear errors and no data loss, output shape, determinism and carried state."""
 import datetime as dt
 
 import numpy as np
-import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest

@@ -8,7 +8,6 @@
 from collections import Counter
 
 import pyarrow as pa
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
