@@ -137,6 +137,53 @@ def _held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage,
     return compare_paths(n_row, n_stage, n_parent, a_node, b_node) <= 0
 
 
+@njit(cache=True, nogil=True)
+def _one_per_start(npot, p_node, p_sts, p_spos, nb, b_state, b_node, b_sts, b_spos, b_v, nh, hq_spos,
+                   n_row, n_stage, n_parent, n_ref, meta):
+    """Keep one completed match per start event (the first in queue order) and drop the
+    start's other completed matches and live runs. ``p_*`` (this event's completed matches),
+    ``b_*`` (live runs) and ``hq_spos`` (waiting matches) are sorted by start event."""
+    kept = 0
+    q = 0
+    kill = np.zeros(nb, np.bool_)
+    while q < npot:
+        s = p_spos[q]
+        best = q
+        r = q + 1
+        while r < npot and p_spos[r] == s:
+            if compare_paths(n_row, n_stage, n_parent, p_node[r], p_node[best]) < 0:
+                best = r
+            r += 1
+        held = np.searchsorted(hq_spos[:nh], s)
+        keep_best = not (held < nh and hq_spos[held] == s)
+        for x in range(q, r):
+            if x != best or not keep_best:
+                release(n_parent, n_ref, meta, p_node[x])
+        if keep_best:
+            p_node[kept] = p_node[best]
+            p_sts[kept] = p_sts[best]
+            p_spos[kept] = s
+            kept += 1
+        lo = np.searchsorted(b_spos[:nb], s)
+        while lo < nb and b_spos[lo] == s:
+            kill[lo] = True
+            lo += 1
+        q = r
+    w = 0
+    for i in range(nb):
+        if kill[i]:
+            release(n_parent, n_ref, meta, b_node[i])
+        else:
+            if w != i:
+                b_state[w] = b_state[i]
+                b_node[w] = b_node[i]
+                b_sts[w] = b_sts[i]
+                b_spos[w] = b_spos[i]
+                b_v[w] = b_v[i]
+            w += 1
+    return kept, w
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_batch(
         # the program
@@ -207,6 +254,11 @@ def run_batch(
     e_src = np.empty(n_trans + 1, np.int32)
     e_tgt = np.empty(n_trans + 1, np.int32)
     n_old_keys = r_ptr.shape[0] - 1
+    # Under skip-past-last-event / skip-to-next, the first completed match of a start prunes
+    # every other run and match of that start when it is released, and is pruned together with
+    # them otherwise: they can never be emitted, so they are dropped at once (not when timed-out
+    # partial matches are wanted, since those runs could still time out first).
+    dominate = (skip_code == SKIP_PAST_LAST_EVENT or skip_code == SKIP_TO_NEXT) and not want_timeouts
     out_runs = 0
     out_held = 0
 
@@ -450,6 +502,9 @@ def run_batch(
                                 m_off, nm, e_row, e_stage, ne, status)
 
                 # ---- processMatchesAccordingToSkipStrategy: queue the completed matches ...
+                if npot > 0 and dominate:
+                    npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, nb, b_state, b_node, b_sts,
+                                              b_spos, b_v, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
                 for q in range(npot):
                     pos = nh
                     while pos > 0 and not _held_before(hq_spos[pos - 1], hq_epos[pos - 1], hq_node[pos - 1],

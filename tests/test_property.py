@@ -16,7 +16,7 @@ from colcep.compiler import compile_pattern
 from conformance import case_pattern, case_table, engine_colcep, engine_reference
 from randcase import cases
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 def _valid(case) -> bool:
@@ -32,11 +32,11 @@ def _canon(matches):
 
 
 @SETTINGS
-@given(cases(max_events=12))
-def test_engine_equals_reference(case):
+@given(cases(max_events=12), st.booleans())
+def test_engine_equals_reference(case, timeouts):
     assume(_valid(case))
-    ref, ref_to = engine_reference(case, True)
-    got, got_to = engine_colcep(case, True)
+    ref, ref_to = engine_reference(case, timeouts)
+    got, got_to = engine_colcep(case, timeouts)
     assert _canon(got) == _canon(ref)
     assert _canon([m for m, _ in got_to]) == _canon([m for m, _ in ref_to])
     assert Counter(ts for _, ts in got_to) == Counter(ts for _, ts in ref_to)
