@@ -406,10 +406,8 @@ class Matcher:
         schema = self.output_schema()
         cols: dict[str, pa.Array] = {"match_id": pa.array(ids[match_of_event], pa.int64())}
         if self.key is not None:
-            kv = self._key_values
             keys = m_key[order][match_of_event]
-            cols[self.key] = pa.array([kv[k] for k in keys], schema.field(self.key).type) if len(keys) < 1000 else \
-                pa.array(np.array(kv, dtype=object)[keys].tolist(), schema.field(self.key).type)
+            cols[self.key] = pa.array(self._key_values, schema.field(self.key).type).take(pa.array(keys))
         names = pa.array(self.program.stage_names, pa.string())
         cols["stage"] = names.take(pa.array(stages.astype(np.int32)))
         cols["row"] = pa.array(rows, pa.int64())

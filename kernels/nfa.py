@@ -85,13 +85,16 @@ def _emit(node, key, emit_row, timed_out, tts, n_row, n_stage, n_parent,
     m_off = _grow_i64(m_off, nm + 2)
     e_row = _grow_i64(e_row, ne + L)
     e_stage = _grow_i32(e_stage, ne + L)
-    rows = np.empty(L, np.int64)
-    stages = np.empty(L, np.int32)
-    extract(n_row, n_stage, n_parent, node, rows, stages)
-    order = np.argsort(stages, kind="mergesort")
-    for i in range(L):
-        e_row[ne + i] = rows[order[i]]
-        e_stage[ne + i] = stages[order[i]]
+    extract(n_row, n_stage, n_parent, node, e_row[ne:ne + L], e_stage[ne:ne + L])
+    # stage order, events in arrival order within a stage (paths usually are in stage order)
+    for i in range(ne + 1, ne + L):
+        if e_stage[i] < e_stage[i - 1]:
+            order = np.argsort(e_stage[ne:ne + L], kind="mergesort")
+            rows = e_row[ne:ne + L][order]
+            stages = e_stage[ne:ne + L][order]
+            e_row[ne:ne + L] = rows
+            e_stage[ne:ne + L] = stages
+            break
     m_key[nm] = key
     m_row[nm] = emit_row
     m_flag[nm] = timed_out
