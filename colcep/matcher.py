@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from . import conditions as cond
 from .compiler import NFAProgram, compile_pattern
 from .errors import CapacityError, InputError, PatternError
+from .kernels import arrays as karr
 from .kernels import buffer as kbuf
 from .kernels import nfa as knfa
 from .pattern import Pattern, parse_duration
@@ -272,10 +273,8 @@ class Matcher:
                 [self._key_last_ts, np.full(n_keys - self._key_last_ts.shape[0], np.iinfo(np.int64).min)])
         if self._start_dead.shape[0] < n_keys:
             self._start_dead = np.concatenate([self._start_dead, np.zeros(n_keys - self._start_dead.shape[0], np.uint8)])
-        order = np.argsort(codes, kind="stable")
-        counts = np.bincount(codes, minlength=n_keys)
-        key_ptr = np.zeros(n_keys + 1, np.int64)
-        np.cumsum(counts, out=key_ptr[1:])
+        order, key_ptr = karr.group_by_key(codes, n_keys)
+        counts = np.diff(key_ptr)
         ts_g = ts[order]
         if n:
             self._check_order(ts_g, codes[order], order, key_ptr, counts)

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import WindowSpecError, InputError
+from .kernels import arrays as karr
 from .kernels import windows as kwin
 from .matcher import as_table
 
@@ -325,7 +326,7 @@ class _Layout:
 
 def _layout(ts: np.ndarray, codes: np.ndarray, n_keys: int, spec: _Resolved, gaps: np.ndarray | None,
             base: np.ndarray | None = None, fired: np.ndarray | None = None) -> _Layout:
-    order, key_ptr = kwin.group_by_key(codes, n_keys)
+    order, key_ptr = karr.group_by_key(codes, n_keys)
     if spec.kind != "count":  # count windows count in input (arrival) order
         ts_g = ts[order]
         if kwin.first_unsorted(ts_g, key_ptr) >= 0:

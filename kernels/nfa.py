@@ -25,6 +25,7 @@ time, offset) records plus their events (row, stage) in pattern-stage order.
 import numpy as np
 from numba import njit
 
+from .arrays import grow, grow_rows
 from .buffer import alloc, compare_paths, extract, path_length, release, reserve
 from .vm import STACK, VW, eval_program, v_init, v_update
 
@@ -47,44 +48,17 @@ def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, vm_st
 
 
 @njit(cache=True, nogil=True)
-def _grow_i64(a, n):
-    if a.shape[0] >= n:
-        return a
-    b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
-def _grow_i32(a, n):
-    if a.shape[0] >= n:
-        return a
-    b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
-def _grow_2d(a, n):
-    if a.shape[0] >= n:
-        return a
-    b = np.empty((max(2 * a.shape[0], n), a.shape[1]), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
 def _emit(node, key, emit_row, timed_out, tts, n_row, n_stage, n_parent,
           m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
     """Append the match ending at ``node``: its record and its events in stage order."""
     L = path_length(n_parent, node)
-    m_key = _grow_i64(m_key, nm + 1)
-    m_row = _grow_i64(m_row, nm + 1)
-    m_flag = _grow_i32(m_flag, nm + 1)
-    m_tts = _grow_i64(m_tts, nm + 1)
-    m_off = _grow_i64(m_off, nm + 2)
-    e_row = _grow_i64(e_row, ne + L)
-    e_stage = _grow_i32(e_stage, ne + L)
+    m_key = grow(m_key, nm + 1)
+    m_row = grow(m_row, nm + 1)
+    m_flag = grow(m_flag, nm + 1)
+    m_tts = grow(m_tts, nm + 1)
+    m_off = grow(m_off, nm + 2)
+    e_row = grow(e_row, ne + L)
+    e_stage = grow(e_stage, ne + L)
     extract(n_row, n_stage, n_parent, node, e_row[ne:ne + L], e_stage[ne:ne + L])
     # stage order, events in arrival order within a stage (paths usually are in stage order)
     for i in range(ne + 1, ne + L):
@@ -194,7 +168,7 @@ def run_batch(
         cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
         window, skip_code, skip_stage, want_timeouts, max_runs, flush,
         # the batch (rows grouped by key)
-        n_keys, key_ptr, ts, grow, masks, cols, start_mask,
+        n_keys, key_ptr, ts, gpos, masks, cols, start_mask,
         # carried state: runs and waiting matches per key (CSR over keys); start_dead[k] is set
     # (in place) when a STOP state discarded key k's start run, which Flink never recreates
         r_ptr, r_state, r_node, r_sts, r_spos, r_v,
@@ -289,10 +263,10 @@ def run_batch(
             lo = h_ptr[k]
             hi = h_ptr[k + 1]
             nh = hi - lo
-            hq_sts = _grow_i64(hq_sts, nh)
-            hq_spos = _grow_i64(hq_spos, nh)
-            hq_epos = _grow_i64(hq_epos, nh)
-            hq_node = _grow_i64(hq_node, nh)
+            hq_sts = grow(hq_sts, nh)
+            hq_spos = grow(hq_spos, nh)
+            hq_epos = grow(hq_epos, nh)
+            hq_node = grow(hq_node, nh)
             for i in range(nh):
                 hq_sts[i] = h_sts[lo + i]
                 hq_spos[i] = h_spos[lo + i]
@@ -318,7 +292,7 @@ def run_batch(
                         j += 1
                     continue
                 t = ts[row]
-                g = grow[row]
+                g = gpos[row]
             j += 1
             # capacity for this event: nodes, runs, completed matches
             need = (na + 1) * per_run
@@ -333,10 +307,10 @@ def run_batch(
                 p_node = np.empty(cap2, np.int64)
                 p_sts = np.empty(cap2, np.int64)
                 p_spos = np.empty(cap2, np.int64)
-            hq_sts = _grow_i64(hq_sts, nh + need)
-            hq_spos = _grow_i64(hq_spos, nh + need)
-            hq_epos = _grow_i64(hq_epos, nh + need)
-            hq_node = _grow_i64(hq_node, nh + need)
+            hq_sts = grow(hq_sts, nh + need)
+            hq_spos = grow(hq_spos, nh + need)
+            hq_epos = grow(hq_epos, nh + need)
+            hq_node = grow(hq_node, nh + need)
 
             for phase in range(2):  # 0: advanceTime, 1: process the event
                 npot = 0
@@ -400,14 +374,14 @@ def run_batch(
                                     act = tr_act[tr]
                                     if act == PROCEED:
                                         if sp == stack.shape[0]:
-                                            stack = _grow_i64(stack, 2 * sp)
+                                            stack = grow(stack, 2 * sp)
                                         stack[sp] = tr_tgt[tr]
                                         sp += 1
                                     else:
                                         if ne_ == e_act.shape[0]:
-                                            e_act = _grow_i32(e_act, 2 * ne_)
-                                            e_src = _grow_i32(e_src, 2 * ne_)
-                                            e_tgt = _grow_i32(e_tgt, 2 * ne_)
+                                            e_act = grow(e_act, 2 * ne_)
+                                            e_src = grow(e_src, 2 * ne_)
+                                            e_tgt = grow(e_tgt, 2 * ne_)
                                         e_act[ne_] = act
                                         e_src[ne_] = s
                                         e_tgt[ne_] = tr_tgt[tr]
@@ -461,7 +435,7 @@ def run_batch(
                                                     s1 = tr_tgt[tr]
                                                     break
                                                 if sp == stack.shape[0]:
-                                                    stack = _grow_i64(stack, 2 * sp)
+                                                    stack = grow(stack, 2 * sp)
                                                 stack[sp] = tr_tgt[tr]
                                                 sp += 1
                                     if s1 < 0:
@@ -576,11 +550,11 @@ def run_batch(
         # ---- store the key's runs and waiting matches
         if out_runs + na > nr_state.shape[0]:
             n2 = max(2 * nr_state.shape[0], out_runs + na)
-            nr_state = _grow_i32(nr_state, n2)
-            nr_node = _grow_i64(nr_node, n2)
-            nr_sts = _grow_i64(nr_sts, n2)
-            nr_spos = _grow_i64(nr_spos, n2)
-            nr_v = _grow_2d(nr_v, n2)
+            nr_state = grow(nr_state, n2)
+            nr_node = grow(nr_node, n2)
+            nr_sts = grow(nr_sts, n2)
+            nr_spos = grow(nr_spos, n2)
+            nr_v = grow_rows(nr_v, n2)
         for i in range(na):
             nr_state[out_runs + i] = a_state[i]
             nr_node[out_runs + i] = a_node[i]
@@ -591,10 +565,10 @@ def run_batch(
         nr_ptr[k + 1] = out_runs
         if out_held + nh > nh_sts.shape[0]:
             n2 = max(2 * nh_sts.shape[0], out_held + nh)
-            nh_sts = _grow_i64(nh_sts, n2)
-            nh_spos = _grow_i64(nh_spos, n2)
-            nh_epos = _grow_i64(nh_epos, n2)
-            nh_node = _grow_i64(nh_node, n2)
+            nh_sts = grow(nh_sts, n2)
+            nh_spos = grow(nh_spos, n2)
+            nh_epos = grow(nh_epos, n2)
+            nh_node = grow(nh_node, n2)
         for i in range(nh):
             nh_sts[out_held + i] = hq_sts[i]
             nh_spos[out_held + i] = hq_spos[i]

@@ -14,6 +14,8 @@ Flink sources transcribed (flink-streaming-java, ``org.apache.flink.streaming.ap
 import numpy as np
 from numba import njit
 
+from .arrays import grow
+
 _MIN = np.iinfo(np.int64).min
 _BLOCK = 4096
 
@@ -28,35 +30,8 @@ def window_start(ts, offset, size):
 
 
 @njit(cache=True, nogil=True)
-def _grow(a, n):
-    if a.shape[0] >= n:
-        return a
-    b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@njit(cache=True, nogil=True)
 def _grow4(a, b, c, d, n):
-    return _grow(a, n), _grow(b, n), _grow(c, n), _grow(d, n)
-
-
-@njit(cache=True, nogil=True)
-def group_by_key(codes, n_keys):
-    """Stable counting sort by key code: ``(order, key_ptr)``; rows of a key keep input order."""
-    n = codes.shape[0]
-    key_ptr = np.zeros(n_keys + 1, np.int64)
-    for i in range(n):
-        key_ptr[codes[i] + 1] += 1
-    for k in range(n_keys):
-        key_ptr[k + 1] += key_ptr[k]
-    pos = key_ptr[:n_keys].copy()
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        k = codes[i]
-        order[pos[k]] = i
-        pos[k] += 1
-    return order, key_ptr
+    return grow(a, n), grow(b, n), grow(c, n), grow(d, n)
 
 
 @njit(cache=True, nogil=True)
@@ -105,8 +80,8 @@ def sliding_assign(ts, size, slide, offset):
         for i in range(b0, b1):
             need += n_windows(ts[i], size, slide, offset)
         if need > rows.shape[0]:
-            rows = _grow(rows, need)
-            starts = _grow(starts, need)
+            rows = grow(rows, need)
+            starts = grow(starts, need)
         m = _sliding_fill(ts, size, slide, offset, b0, b1, rows, starts, m)
     return rows[:m], starts[:m]
 
@@ -209,7 +184,7 @@ def session_windows(ts, gap, key_ptr):
             continue
         if m + hi - lo > w_key.shape[0]:  # at most one session per row
             w_key, w_start, w_lo, w_hi = _grow4(w_key, w_start, w_lo, w_hi, m + hi - lo)
-            w_end = _grow(w_end, m + hi - lo)
+            w_end = grow(w_end, m + hi - lo)
         m = _sessions_key(ts, gap, per_row, k, lo, hi, w_key, w_start, w_end, w_lo, w_hi, m)
     return w_key[:m], w_start[:m], w_end[:m], w_lo[:m], w_hi[:m]
 

@@ -1,0 +1,326 @@
+"""colcep on Spark equals colcep in process.
+
+The first tests drive ``KeyedStream`` (what one Spark task runs) directly over batches of
+every size; the ``spark`` tests run the real mapInArrow job on one module-wide local
+session over several Arrow batch sizes and partition counts (empty partitions included,
+and one huge key) and compare with ``colcep.match`` on the same rows.
+"""
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import colcep
+from colcep import InputError, PatternError, col
+from colcep.examples import P1, P2, get_example
+from colcep.spark import ID_BITS, KeyedStream, arrow_spec
+from colcep.ticks import make_ticks, write_ticks
+
+
+def canon(tbl: pa.Table, key: str | None = "name") -> Counter:
+    """Matches as a multiset of (key, timed_out, ((stage, row), ...)), independent of ids."""
+    cols = ["match_id", "stage", "row"] + ([key] if key else []) + \
+        (["timed_out"] if "timed_out" in tbl.column_names else [])
+    d = tbl.select(cols).to_pydict()
+    m: dict = {}
+    for i in range(tbl.num_rows):
+        k = (d[key][i] if key else None, d["timed_out"][i] if "timed_out" in d else False)
+        m.setdefault(d["match_id"][i], [k, []])[1].append((d["stage"][i], d["row"][i]))
+    return Counter((k, tuple(v)) for k, v in m.values())
+
+
+def key_sorted(t: pa.Table, key: str = "name") -> pa.Table:
+    return t.take(pc.sort_indices(t, sort_keys=[(key, "ascending"), ("ts", "ascending"), ("id", "ascending")]))
+
+
+def run_stream(t: pa.Table, pattern, batch: int, columns, timeouts=False, base=0) -> pa.Table:
+    spec = arrow_spec(t.schema, pattern, "name", "ts", columns, seq="id", timeouts=timeouts)
+    ks = KeyedStream(spec, base)
+    outs = []
+    for off in range(0, t.num_rows, batch):
+        outs += ks.feed(t.slice(off, batch).combine_chunks().to_batches()[0])
+    outs += ks.finish()
+    return pa.concat_tables(outs) if outs else spec.out_schema.empty_table()
+
+
+# ============================================================================ KeyedStream (no Spark)
+CASES = [("p1", P1, ["price", "volume"]), ("three_rising", get_example("three_rising").pattern, ["price"]),
+         ("spike_no_recovery", get_example("spike_no_recovery").pattern, ["price"]),
+         ("paper_query3", get_example("paper_query3").pattern, ["price", "volume"])]
+
+
+@pytest.mark.parametrize("name,pattern,columns", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("batch", [1, 13, 997, 50_000])
+def test_keyed_stream_equals_in_process(name, pattern, columns, batch):
+    ticks = make_ticks(3000 if batch == 1 else 12000, 30, 11)
+    want = colcep.match(ticks, pattern, key="name", time="ts", columns=columns, timeouts=name == "paper_query3")
+    got = run_stream(key_sorted(ticks), pattern, batch, columns, timeouts=name == "paper_query3", base=3 << ID_BITS)
+    assert canon(got) == canon(want)
+    assert got.num_rows == want.num_rows
+    # the copied columns are the input's values at those rows
+    for c in columns:
+        assert np.array_equal(got.column(c).to_numpy(), ticks.column(c).to_numpy()[got.column("row").to_numpy()])
+    ids = got.column("match_id").to_numpy()
+    assert np.all(ids >> ID_BITS == 3)
+    assert len(np.unique(ids)) == sum(canon(want).values())
+
+
+def test_keyed_stream_single_huge_key_small_batches():
+    ticks = make_ticks(40000, 1, 2)
+    for pattern, cols in ((P1, ["price"]), (P2, ["price"])):
+        want = colcep.match(ticks, pattern, key="name", time="ts", columns=cols)
+        got = run_stream(ticks, pattern, 777, cols)
+        assert canon(got) == canon(want) and len(canon(want)) > 10
+
+
+def test_keyed_stream_rejects_ungrouped_input():
+    t = make_ticks(100, 3, 1)  # arrival order: keys interleave
+    spec = arrow_spec(t.schema, P1, "name", "ts", [], seq="id")
+    ks = KeyedStream(spec)
+    with pytest.raises(InputError, match="not grouped by the key column 'name'"):
+        for off in range(0, 100, 10):
+            ks.feed(t.slice(off, 10))
+
+
+def test_arrow_spec_errors():
+    t = make_ticks(10, 2).append_column("tags", pa.array([[1]] * 10, pa.list_(pa.int64())))
+    with pytest.raises(InputError, match="key column 'symbol' is missing"):
+        arrow_spec(t.schema, P1, "symbol", "ts")
+    with pytest.raises(InputError, match="time column 'price' must be an integer or timestamp"):
+        arrow_spec(t.schema, P1, "name", "price")
+    with pytest.raises(InputError, match="stage 'a' reads column 'size', which is missing"):
+        arrow_spec(t.schema, colcep.Pattern.begin("a").where(col("size") > 1), "name", "ts")
+    with pytest.raises(InputError, match="stage 'x': column 'tags' has type list"):
+        arrow_spec(t.schema, colcep.Pattern.begin("x").where(col("tags") > 1), "name", "ts")
+    with pytest.raises(InputError, match="seq column 'name'"):
+        arrow_spec(t.schema, P1, "name", "ts", seq="name")
+    with pytest.raises(PatternError, match="stage 'a'"):
+        arrow_spec(t.schema, colcep.Pattern.begin("a").where(col("price") + 1), "name", "ts")
+    with pytest.raises(InputError, match="'stage' clashes"):
+        arrow_spec(make_ticks(10, 2).rename_columns(["id", "name", "ts", "price", "stage"]).schema,
+                   colcep.Pattern.begin("a").where(col("price") > 1), "name", "ts")
+
+
+# ============================================================================ on Spark
+spark_only = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from colcep.spark import local_session
+
+    s = local_session(2, shuffle_partitions=2, batch_rows=10_000, memory="1g")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def ticks():
+    return make_ticks(6000, 7, 5)  # 7 symbols: with 8 or more partitions some are empty
+
+
+@pytest.fixture(scope="module")
+def ticks_df(spark, ticks):
+    return spark.createDataFrame(ticks).cache()
+
+
+def set_batch(spark, rows: int) -> None:
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(rows))
+
+
+@spark_only
+@pytest.mark.parametrize("batch,parts", [(7, 3), (250, 1), (250, 9), (100_000, 2), (100_000, 12)])
+def test_spark_equals_in_process(spark, ticks, ticks_df, batch, parts):
+    from colcep.spark import ScanMetrics, match
+
+    set_batch(spark, batch)
+    pattern = get_example("three_rising").pattern
+    want = colcep.match(ticks, pattern, key="name", time="ts", columns=["price"])
+    m = ScanMetrics(spark)
+    out = match(ticks_df, pattern, key="name", time="ts", columns=["price"], seq="id", num_partitions=parts,
+                metrics=m)
+    got = out.toArrow()
+    assert canon(got) == canon(want) and len(canon(want)) > 50
+    assert m.rows == ticks.num_rows and m.tasks == parts
+    assert m.batches >= -(-ticks.num_rows // batch)
+    ids = got.column("match_id").to_numpy()
+    assert len(np.unique(ids)) == sum(canon(want).values())
+    assert set(np.unique(ids >> ID_BITS)) <= set(range(parts))
+    assert np.array_equal(got.column("price").to_numpy(), ticks.column("price").to_numpy()[got.column("row")])
+
+
+@spark_only
+@pytest.mark.parametrize("name", ["p2", "paper_query3", "spike_no_recovery", "any_triple"])
+def test_spark_patterns(spark, name):
+    from colcep.spark import match
+
+    set_batch(spark, 1000)
+    ticks = make_ticks(8000, 40, 9)
+    ex = get_example(name)
+    timeouts = name == "paper_query3"
+    want = colcep.match(ticks, ex.pattern, key="name", time="ts", columns=list(ex.columns), timeouts=timeouts)
+    got = match(spark.createDataFrame(ticks), ex.pattern, "name", "ts", list(ex.columns), seq="id",
+                timeouts=timeouts, num_partitions=3).toArrow()
+    assert canon(got) == canon(want)
+    assert name == "spike_no_recovery" or len(canon(want)) > 10
+
+
+@spark_only
+def test_spark_single_huge_key(spark):
+    """One key of 30,000 rows in batches of 1,000: its partial matches cross 30 batches."""
+    from colcep.spark import match
+
+    set_batch(spark, 1000)
+    ticks = make_ticks(30000, 1, 4)
+    want = colcep.match(ticks, P2, key="name", time="ts", columns=["price"])
+    got = match(spark.createDataFrame(ticks), P2, "name", "ts", ["price"], seq="id", num_partitions=2).toArrow()
+    assert canon(got) == canon(want) and len(canon(want)) > 20
+
+
+@spark_only
+def test_spark_ids_deterministic_and_row_identity_without_seq(spark, ticks, ticks_df):
+    from colcep.spark import match
+
+    set_batch(spark, 500)
+    runs = [match(ticks_df, P1, "name", "ts", ["id", "price"], num_partitions=4).toArrow()
+            .sort_by([("match_id", "ascending"), ("row", "ascending")]) for _ in range(2)]
+    assert runs[0].equals(runs[1])
+    got = runs[0]
+    # without seq, ``row`` is Spark's id of the input row; the copied ``id`` column identifies the tick
+    got = got.set_column(got.schema.get_field_index("row"), "row", got.column("id"))
+    want = colcep.match(ticks, P1, key="name", time="ts", columns=["id", "price"])
+    assert canon(got) == canon(want) and len(canon(want)) > 10
+
+
+@spark_only
+def test_spark_no_key_and_timestamp_time(spark, ticks):
+    from pyspark.sql import functions as F
+
+    from colcep.spark import match
+
+    set_batch(spark, 999)
+    pattern = colcep.Pattern.begin("a").where(col("volume") > 1500).followed_by("b") \
+        .where(col("price") > colcep.last("price", of="a")).within("2s")
+    df = spark.createDataFrame(ticks).withColumn("ts", F.timestamp_millis("ts"))
+    got = match(df, pattern, key=None, time="ts", columns=["name"], seq="id").toArrow()
+    want = colcep.match(ticks, pattern, key=None, time="ts", columns=["name"])
+    assert canon(got, None) == canon(want, None) and len(canon(want, None)) > 10
+
+
+@spark_only
+def test_spark_output_schema(spark, ticks_df):
+    from colcep.spark import match, output_schema
+
+    out = match(ticks_df, P1, "name", "ts", ["price", "volume"], seq="id", timeouts=True)
+    assert out.schema == output_schema(ticks_df, P1, "name", "ts", ["price", "volume"], timeouts=True)
+    assert out.columns == ["match_id", "name", "stage", "row", "timed_out", "timeout_ts", "price", "volume"]
+    assert match(ticks_df, P1, "name", "ts", [], seq="id").columns == ["match_id", "name", "stage", "row"]
+
+
+@spark_only
+def test_spark_errors_before_the_job(spark, ticks):
+    from pyspark.sql import functions as F
+
+    from colcep.spark import match
+
+    df = spark.createDataFrame(ticks)
+    with pytest.raises(InputError, match="key column 'symbol' is missing"):
+        match(df, P1, "symbol", "ts")
+    with pytest.raises(InputError, match="time column 'when' is missing"):
+        match(df, P1, "name", "when")
+    with pytest.raises(InputError, match="time column 'price' must be an integer or timestamp"):
+        match(df, P1, "name", "price")
+    arr = df.withColumn("tags", F.array(F.col("id")))
+    with pytest.raises(InputError, match="stage 'x': column 'tags' has type ArrayType"):
+        match(arr, colcep.Pattern.begin("x").where(col("tags") > 1), "name", "ts")
+    with pytest.raises(PatternError, match="stage 'a'"):
+        match(df, colcep.Pattern.begin("a").where(col("name") > 1.0), "name", "ts")
+    nulls = df.withColumn("name", F.when(F.col("id") == 17, F.lit(None)).otherwise(F.col("name")))
+    with pytest.raises(InputError, match="key column 'name' has nulls"):
+        match(nulls, P1, "name", "ts")
+    nt = df.withColumn("ts", F.when(F.col("id") == 5, F.lit(None)).otherwise(F.col("ts")))
+    with pytest.raises(InputError, match="time column 'ts' has nulls"):
+        match(nt, P1, "name", "ts")
+
+
+@spark_only
+def test_match_parquet_direct(spark, tmp_path):
+    from colcep.spark import match_parquet
+
+    ticks = make_ticks(6000, 6, 8)
+    write_ticks(tmp_path / "hive", 6000, 6, 8, partition_by_key=True)
+    # files that each hold whole keys (two keys per file), not Hive partitions
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    srt = key_sorted(ticks)
+    names = srt.column("name").to_pylist()
+    for i, (a, b) in enumerate([("S0000", "S0001"), ("S0002", "S0003"), ("S0004", "S0005")]):
+        idx = [j for j, n in enumerate(names) if n in (a, b)]
+        pq.write_table(srt.take(pa.array(idx)), flat / f"part-{i}.parquet")
+    pattern = get_example("three_rising").pattern
+    want = colcep.match(ticks, pattern, key="name", time="ts", columns=["price"])
+    for path, parts in ((tmp_path / "hive", 4), (flat, 2), (tmp_path / "hive", 9)):
+        got = match_parquet(str(path), pattern, "name", "ts", ["price"], spark=spark, seq="id",
+                            num_partitions=parts, batch_rows=700).toArrow()
+        assert canon(got) == canon(want) and len(canon(want)) > 20, path
+        assert len(np.unique(got.column("match_id").to_numpy())) == sum(canon(want).values())
+    # without seq: row = group << 40 | position in the group's files, unique and stable
+    a = match_parquet(str(flat), pattern, "name", "ts", ["id"], spark=spark).toArrow().sort_by("row")
+    b = match_parquet(str(flat), pattern, "name", "ts", ["id"], spark=spark).toArrow().sort_by("row")
+    assert a.equals(b)
+    a = a.set_column(a.schema.get_field_index("row"), "row", a.column("id"))
+    assert canon(a) == canon(colcep.match(ticks, pattern, key="name", time="ts", columns=["id"]))
+    # a layout that splits keys over files is refused on the driver
+    pq.write_table(ticks.slice(0, 3000), tmp_path / "mixed-0.parquet")
+    pq.write_table(ticks.slice(3000), tmp_path / "mixed-1.parquet")
+    (tmp_path / "mixed").mkdir()
+    for f in ("mixed-0.parquet", "mixed-1.parquet"):
+        (tmp_path / f).rename(tmp_path / "mixed" / f)
+    with pytest.raises(InputError, match="not laid out by file"):
+        match_parquet(str(tmp_path / "mixed"), pattern, "name", "ts", spark=spark)
+
+
+@spark_only
+def test_cli_scan_on_spark(spark, tmp_path, capsys):
+    from colcep.cli import main
+
+    set_batch(spark, 10_000)
+    base = ["scan", "--generate", "8000", "--symbols", "16", "--pattern", "paper_query3"]
+    assert main(base + ["--out", str(tmp_path / "spark"), "--partitions", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "Spark local[2] (mapInArrow, 3 partitions" in printed and "8,000 rows" in printed
+    assert main(base + ["--in-process", "--out", str(tmp_path / "local")]) == 0
+    import pyarrow.dataset as ds
+
+    got = ds.dataset(str(tmp_path / "spark"), format="parquet").to_table()
+    want = ds.dataset(str(tmp_path / "local"), format="parquet").to_table()
+    assert canon(got) == canon(want) and len(canon(want)) > 10
+    # the direct Parquet path from the command line
+    assert main(["scan", "--generate", "8000", "--symbols", "16", "--by-key", "--pattern", "paper_query3",
+                 "--direct", "--out", str(tmp_path / "direct")]) == 0
+    assert "Parquet read by the executors with pyarrow" in capsys.readouterr().out
+    got = ds.dataset(str(tmp_path / "direct"), format="parquet").to_table()
+    assert canon(got) == canon(want)
+
+
+@spark_only
+def test_example_on_spark(spark, capsys):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    try:
+        import importlib
+
+        ex = importlib.import_module("three_rising")
+    finally:
+        sys.path.pop(0)
+    set_batch(spark, 10_000)
+    got = ex.main(["--events", "5000", "--symbols", "5", "--spark", "--show", "1"])
+    assert "Spark local[2]" in capsys.readouterr().out
+    want = colcep.match(make_ticks(5000, 5, 7), ex.PATTERN, key="name", time="ts", columns=["price"])
+    assert canon(got) == canon(want)
