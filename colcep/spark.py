@@ -1,0 +1,749 @@
+"""colcep on PySpark: one Matcher per task through ``DataFrame.mapInArrow``.
+
+    from colcep.spark import local_session, match
+    spark = local_session()                                   # or your cluster's session
+    df = spark.read.parquet("ticks.parquet")
+    out = match(df, pattern, key="name", time="ts", columns=["price", "volume"], seq="id")
+    out.write.parquet("matches")
+
+``match`` projects the input to the columns the pattern and the output need, repartitions
+by the key, sorts each partition by (key, time, row identity) and runs one
+:class:`~colcep.Matcher` pass per task over the Arrow batches. A key's partial matches are
+carried across batch boundaries; a key is closed (its window-held matches and timeouts
+released, as at the end of a stream) once the next key has started. The result has the
+in-process output's shape (``match_id``, key, ``stage``, ``row``, optionally ``timed_out``
+and ``timeout_ts``, then the selected columns), where ``row`` is the row identity: the
+``seq`` column when given, else an id Spark assigns to each input row. Match ids are
+``partition << 40 | n``: unique over the job and the same for the same input and partitioning.
+
+Where the input is Parquet already laid out by key (Hive partitions ``key=value/`` or files
+that each hold whole keys), :func:`match_parquet` lets Spark hand out the files and the
+executors read them with pyarrow, skipping the JVM's row conversion.
+
+pyspark is imported lazily: ``import colcep`` never needs it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import InputError
+from .expr import Expr
+from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
+from .pattern import Pattern
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = ["match", "match_parquet", "local_session", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec",
+           "DEFAULT_BATCH_ROWS", "ID_BITS"]
+
+#: Arrow batch size the local session asks Spark for (spark.sql.execution.arrow.maxRecordsPerBatch).
+DEFAULT_BATCH_ROWS = 500_000
+#: Match ids (and generated row ids of the Parquet path) are ``part << ID_BITS | n``.
+ID_BITS = 40
+ROW_COL = "__colcep_row"
+_RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+
+
+# ============================================================================ per task
+@dataclass(frozen=True)
+class _Spec:
+    """Everything a task needs, shipped to the executors as plain data."""
+
+    pattern: Pattern
+    key: str | None
+    time: str
+    row: str  # the column holding the row identity
+    columns: tuple[str, ...]  # user output columns, key excluded
+    timeouts: bool
+    time_unit: str
+    max_partial_matches: int
+    in_schema: pa.Schema  # Arrow schema of the rows a task receives
+    out_schema: pa.Schema  # Arrow schema Spark expects back
+
+    def matcher(self) -> Matcher:
+        cols = list(dict.fromkeys(self.columns + (self.row,)))
+        return Matcher(self.pattern, key=self.key, time=self.time, columns=[c for c in cols if c != self.key],
+                       timeouts=self.timeouts, time_unit=self.time_unit,
+                       max_partial_matches=self.max_partial_matches)
+
+
+class KeyedStream:
+    """Matches a stream of Arrow batches sorted by key (then time), as one Spark task sees it.
+
+    Keys are contiguous; a key may span any number of batches and a batch may hold any
+    number of keys. One Matcher covers a run of batches and is closed once a key that it
+    did not hold starts, so a finished key's state lives at most until the next batch.
+    Output tables follow the spec's ``out_schema``; match ids count up from ``id_base``.
+    """
+
+    def __init__(self, spec: _Spec, id_base: int = 0):
+        self.spec = spec
+        self._base = int(id_base)  # first id of the current Matcher
+        self._hi = 0  # ids the current Matcher has used
+        self._m: Matcher | None = None
+        self._open: pa.Scalar | None = None  # the key the current Matcher may still receive
+        self.rows = 0
+        self.matches = 0
+
+    def feed(self, batch: pa.RecordBatch | pa.Table) -> list[pa.Table]:
+        """Push one batch; returns the output tables it completed (possibly none)."""
+        n = batch.num_rows
+        if n == 0:
+            return []
+        self.rows += n
+        out: list[pa.Table] = []
+        if self.spec.key is None:
+            if self._m is None:
+                self._m = self.spec.matcher()
+            self._emit(out, self._m.process(batch))
+            return out
+        keys = batch.column(self.spec.key)
+        start = 0
+        if self._m is not None:
+            same = pc.equal(keys, self._open)
+            k = int(pc.sum(same).as_py() or 0)
+            if k and not pc.all(same.slice(0, k)).as_py():
+                raise InputError(f"the input is not grouped by the key column {self.spec.key!r}: key "
+                                 f"{self._open.as_py()!r} appears again after other keys")
+            if k:
+                self._emit(out, self._m.process(batch.slice(0, k)))
+            if k == n:
+                return out
+            self._close_matcher(out)
+            start = k
+        self._m = self.spec.matcher()
+        self._emit(out, self._m.process(batch.slice(start)))
+        self._open = keys[n - 1]
+        return out
+
+    def finish(self) -> list[pa.Table]:
+        """End of the task's input: close the open keys."""
+        out: list[pa.Table] = []
+        if self._m is not None:
+            self._close_matcher(out)
+        return out
+
+    def _close_matcher(self, out: list[pa.Table]) -> None:
+        self._emit(out, self._m.close())
+        self._base += self._hi
+        self._hi = 0
+        self._m = None
+
+    def _emit(self, out: list[pa.Table], tbl: pa.Table) -> None:
+        if tbl.num_rows == 0:
+            return
+        spec = self.spec
+        local = tbl.column("match_id")
+        self._hi = max(self._hi, int(pc.max(local).as_py()) + 1)
+        cols = [pc.add(local, pa.scalar(self._base, pa.int64()))]
+        if spec.key is not None:
+            cols.append(tbl.column(spec.key))
+        cols += [tbl.column("stage"), tbl.column(spec.row).cast(pa.int64())]
+        if spec.timeouts:
+            cols += [tbl.column("timed_out"), tbl.column("timeout_ts")]
+        cols += [tbl.column(c) for c in spec.columns]
+        res = pa.Table.from_arrays(cols, schema=spec.out_schema) if _same_types(cols, spec.out_schema) else \
+            pa.Table.from_arrays([c.cast(f.type) for c, f in zip(cols, spec.out_schema)], schema=spec.out_schema)
+        self.matches += int(pc.count_distinct(local).as_py())
+        out.append(res)
+
+
+def arrow_spec(schema: pa.Schema, pattern: Pattern, key: str | None, time: str = "ts",
+               columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
+               time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES) -> _Spec:
+    """The task spec for input with Arrow ``schema`` (validated; without ``seq`` the rows
+    must carry a generated ``__colcep_row`` column). Used without Spark by the CLI's
+    in-process scan and by tests: ``KeyedStream(arrow_spec(...))``."""
+    fields = {f.name: f.type for f in schema}
+    out_cols = _check_columns(fields, _arrow_kind, pattern, key, time, seq, columns)
+    need = [c for c in dict.fromkeys([key, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    in_fields = [schema.field(c) for c in need] + ([pa.field(ROW_COL, pa.int64())] if seq is None else [])
+    out = [pa.field("match_id", pa.int64(), False)]
+    if key is not None:
+        out.append(schema.field(key))
+    out += [pa.field("stage", pa.string(), False), pa.field("row", pa.int64(), False)]
+    if timeouts:
+        out += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
+    out += [schema.field(c) for c in out_cols]
+    spec = _Spec(pattern, key, time, seq or ROW_COL, tuple(out_cols), bool(timeouts), time_unit,
+                 int(max_partial_matches), pa.schema(in_fields), pa.schema(out))
+    _validate_pattern(spec)
+    return spec
+
+
+def _same_types(cols: list, schema: pa.Schema) -> bool:
+    return all(c.type == f.type for c, f in zip(cols, schema))
+
+
+# ---------------------------------------------------------------------------- worker set-up
+_WARM: dict[str, float] = {}
+
+
+def _warm_kernels(spec: _Spec) -> float:
+    """Load (or, on a cold cache, compile) the Numba kernels once per worker process.
+
+    Worker processes of one machine take a file lock first, so one compiles and writes the
+    on-disk cache while the others wait and then load it: Numba compiles once per machine.
+    Returns the seconds spent (0 when this process was already warm)."""
+    if "done" in _WARM:
+        return 0.0
+    t0 = time.perf_counter()
+    with _machine_lock():
+        m = spec.matcher()
+        m.process(spec.in_schema.empty_table())
+        m.close()
+    _WARM["done"] = time.perf_counter() - t0
+    return _WARM["done"]
+
+
+@contextlib.contextmanager
+def _machine_lock():
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = os.path.join(tempfile.gettempdir(), f"colcep-numba-{uid}.lock")
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class ScanMetrics:
+    """Spark accumulators a job fills in: rows and batches read, matches, tasks, task
+    seconds and the seconds workers spent loading / compiling the kernels (``warm_seconds``,
+    ``warm_workers``: how many worker processes did so). Values are complete once the
+    action that ran the job has returned."""
+
+    _FIELDS = ("rows", "batches", "matches", "tasks", "task_seconds", "warm_seconds", "warm_workers")
+
+    def __init__(self, spark: "SparkSession"):
+        sc = spark.sparkContext
+        for f in self._FIELDS:
+            setattr(self, "_" + f, sc.accumulator(0.0 if f.endswith("seconds") else 0))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ScanMetrics._FIELDS:
+            return self.__dict__["_" + name].value
+        raise AttributeError(name)
+
+    def add(self, **values: float) -> None:
+        for k, v in values.items():
+            self.__dict__["_" + k].add(v)
+
+    def as_dict(self) -> dict[str, float]:
+        return {f: getattr(self, f) for f in self._FIELDS}
+
+
+class _TaskMatcher:
+    """The function given to ``mapInArrow``: one KeyedStream per task (partition)."""
+
+    def __init__(self, spec: _Spec, metrics: ScanMetrics | None):
+        self.spec = spec
+        self.metrics = metrics
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        t0 = time.perf_counter()
+        warm = _warm_kernels(self.spec)
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        stream = KeyedStream(self.spec, part << ID_BITS)
+        n_batches = 0
+        for b in batches:
+            n_batches += 1
+            for t in stream.feed(b):
+                yield from t.to_batches()
+        for t in stream.finish():
+            yield from t.to_batches()
+        if self.metrics is not None:
+            self.metrics.add(rows=stream.rows, batches=n_batches, matches=stream.matches, tasks=1,
+                             task_seconds=time.perf_counter() - t0, warm_seconds=warm, warm_workers=int(warm > 0))
+
+
+# ============================================================================ driver side
+def _spark_types():
+    from pyspark.sql import types as T
+
+    return T
+
+
+def _pattern_columns(pattern: Pattern) -> dict[str, list[str]]:
+    """Column -> the stages whose conditions read it."""
+    out: dict[str, list[str]] = {}
+
+    def walk(p: Pattern) -> None:
+        for st in p.stages:
+            if st.group is not None:
+                walk(st.group)
+            for e in (st.condition, st.until):
+                if isinstance(e, Expr):
+                    for c in sorted(e.columns()):
+                        out.setdefault(c, []).append(st.name)
+    walk(pattern)
+    return out
+
+
+def _check_columns(fields: dict[str, Any], kind_of, pattern: Pattern, key: str | None, time_col: str,
+                   seq: str | None, columns: Sequence[str] | None) -> list[str]:
+    """Validate names and types (``kind_of(type) -> 'int' | 'time' | 'num' | 'str' | 'bool' |
+    'other'``); returns the user's output columns (key excluded)."""
+    names = list(fields)
+    for role, c in (("key", key), ("time", time_col), ("seq", seq)):
+        if c is not None and c not in fields:
+            raise InputError(f"{role} column {c!r} is missing; the input has {names}")
+    if ROW_COL in fields:
+        raise InputError(f"the input has a column named {ROW_COL!r}, which colcep reserves")
+    if kind_of(fields[time_col]) not in ("int", "time"):
+        raise InputError(f"time column {time_col!r} must be an integer or timestamp column, not "
+                         f"{fields[time_col]}")
+    if key is not None and kind_of(fields[key]) not in ("int", "str", "bool"):
+        raise InputError(f"key column {key!r} must be a string, integer or boolean column, not {fields[key]}")
+    if seq is not None and kind_of(fields[seq]) != "int":
+        raise InputError(f"seq column {seq!r} (the tie-breaker and row identity) must be an integer column, "
+                         f"not {fields[seq]}")
+    for c, stages in _pattern_columns(pattern).items():
+        if c not in fields:
+            raise InputError(f"stage {stages[0]!r} reads column {c!r}, which is missing; the input has {names}")
+        if kind_of(fields[c]) == "other":
+            raise InputError(f"stage {stages[0]!r}: column {c!r} has type {fields[c]}, which conditions cannot "
+                             "read (use numbers, strings, booleans or timestamps)")
+    if columns is None:
+        out = [c for c in names if c != key]
+    else:
+        out = list(dict.fromkeys(columns))
+        missing = [c for c in out if c not in fields]
+        if missing:
+            raise InputError(f"output columns {missing} are missing; the input has {names}")
+        out = [c for c in out if c != key]
+    clash = [c for c in out if c in _RESERVED]
+    if clash or (key in _RESERVED):
+        raise InputError(f"column {(clash or [key])[0]!r} clashes with an output column of colcep "
+                         f"({', '.join(_RESERVED)}); rename it or leave it out of columns")
+    return out
+
+
+def _spark_kind(t: "DataType") -> str:
+    T = _spark_types()
+    if isinstance(t, T.IntegralType):
+        return "int"
+    if isinstance(t, (T.TimestampType, T.TimestampNTZType)):
+        return "time"
+    if isinstance(t, (T.FractionalType,)):
+        return "num"
+    if isinstance(t, T.StringType):
+        return "str"
+    if isinstance(t, T.BooleanType):
+        return "bool"
+    return "other"
+
+
+def _arrow_kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_timestamp(t):
+        return "time"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "num"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or (
+            pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))):
+        return "str"
+    if pa.types.is_boolean(t):
+        return "bool"
+    return "other"
+
+
+def _to_arrow(spark: "SparkSession", schema: "StructType") -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
+    tz = spark.conf.get("spark.sql.session.timeZone", "UTC")
+    try:
+        return to_arrow_schema(schema, timezone=tz, prefers_large_types=large)
+    except Exception as exc:  # unsupported Spark types
+        raise InputError(f"these columns cannot be sent to Python as Arrow: {exc}") from exc
+
+
+def _out_fields(key_field, timeouts: bool, col_fields: list) -> list:
+    T = _spark_types()
+    fields = [T.StructField("match_id", T.LongType(), False)]
+    if key_field is not None:
+        fields.append(T.StructField(key_field.name, key_field.dataType, True))
+    fields += [T.StructField("stage", T.StringType(), False), T.StructField("row", T.LongType(), False)]
+    if timeouts:
+        fields += [T.StructField("timed_out", T.BooleanType(), False), T.StructField("timeout_ts", T.LongType(), True)]
+    return fields + [T.StructField(f.name, f.dataType, True) for f in col_fields]
+
+
+def _validate_pattern(spec: _Spec) -> None:
+    """Bind the pattern to the input schema on the driver (condition types, window units):
+    errors surface before the job, and this machine's kernel cache is warm for the workers."""
+    with _machine_lock():
+        m = spec.matcher()
+        m.process(spec.in_schema.empty_table())
+        m.close()
+
+
+def output_schema(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
+                  columns: Sequence[str] | None = None, *, timeouts: bool = False) -> "StructType":
+    """The Spark schema :func:`match` returns for ``df``."""
+    T = _spark_types()
+    fields = {f.name: f for f in df.schema.fields}
+    out_cols = _check_columns({k: f.dataType for k, f in fields.items()}, _spark_kind, pattern, key, time, None,
+                              columns)
+    return T.StructType(_out_fields(fields[key] if key is not None else None, timeouts,
+                                    [fields[c] for c in out_cols]))
+
+
+def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
+          columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
+          time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+          num_partitions: int | None = None, check_nulls: bool = True,
+          metrics: ScanMetrics | None = None) -> "DataFrame":
+    """Find ``pattern`` in a Spark DataFrame, per ``key``, in ``time`` order; returns a lazy
+    DataFrame of matches (one row per matched event).
+
+    Parameters
+    ----------
+    df: the input; only the key, time, seq, condition and output columns are shuffled.
+    pattern: a colcep Pattern.
+    key: the partition column (Flink's ``keyBy``); None matches one stream in one task.
+    time: integer or timestamp event-time column.
+    columns: input columns copied into the output (None: all; []: none).
+    seq: an integer column that orders rows with equal time (unique per key, e.g. an arrival
+        id) and becomes the output's ``row``. Without it Spark's ``monotonically_increasing_id``
+        of the input row is used: deterministic for the same input files and partitioning.
+    timeouts, time_unit, max_partial_matches: as for :class:`colcep.Matcher`.
+    num_partitions: tasks after the repartition by key (default: spark.sql.shuffle.partitions).
+    check_nulls: run a quick JVM query for nulls in the key / time / seq columns (when their
+        schema allows nulls), so that they are reported before the job starts.
+    metrics: a :class:`ScanMetrics` to fill in while the job runs.
+
+    Arrow batch size is the session's ``spark.sql.execution.arrow.maxRecordsPerBatch``
+    (read when the job runs); any size works, large ones (>= 100 000) are faster.
+    """
+    from pyspark.sql import functions as F
+
+    if not isinstance(pattern, Pattern):
+        raise InputError(f"match() needs a colcep Pattern, got {type(pattern).__name__}")
+    spark = df.sparkSession
+    T = _spark_types()
+    fields = {f.name: f for f in df.schema.fields}
+    out_cols = _check_columns({k: f.dataType for k, f in fields.items()}, _spark_kind, pattern, key, time, seq,
+                              columns)
+    need = [c for c in dict.fromkeys([key, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    if check_nulls:
+        _check_nulls(df, {c: role for role, c in (("key", key), ("time", time), ("seq", seq))
+                          if c is not None and fields[c].nullable})
+    proj = df.select(*need)
+    row = seq
+    if seq is None:
+        row = ROW_COL
+        proj = proj.withColumn(ROW_COL, F.monotonically_increasing_id())
+    in_schema = _to_arrow(spark, proj.schema)
+    out_struct = T.StructType(_out_fields(fields[key] if key is not None else None, timeouts,
+                                          [fields[c] for c in out_cols]))
+    spec = _Spec(pattern, key, time, row, tuple(out_cols), bool(timeouts), time_unit, int(max_partial_matches),
+                 in_schema, _to_arrow(spark, out_struct))
+    _validate_pattern(spec)
+    if key is None:
+        parts = proj.repartition(1).sortWithinPartitions(time, row)
+    else:
+        n = int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))
+        if n < 1:
+            raise InputError(f"num_partitions must be positive, got {n}")
+        parts = proj.repartition(n, key).sortWithinPartitions(key, time, row)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+        return parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
+
+
+def _check_nulls(df: "DataFrame", roles: dict[str, str]) -> None:
+    """One JVM query (no Python workers) for a null in the given columns."""
+    cols = list(roles)
+    if not cols:
+        return
+    from pyspark.sql import functions as F
+
+    cond = F.col(cols[0]).isNull()
+    for c in cols[1:]:
+        cond = cond | F.col(c).isNull()
+    bad = df.where(cond).select(*cols).limit(1).collect()
+    if bad:
+        r = bad[0].asDict()
+        c = next(c for c in cols if r[c] is None)
+        raise InputError(f"{roles[c]} column {c!r} has nulls (e.g. a row with {r}); drop or fill them before "
+                         "matching")
+
+
+# ============================================================================ local session
+def local_session(cores: int | None = None, *, memory: str = "2g", shuffle_partitions: int | None = None,
+                  batch_rows: int = DEFAULT_BATCH_ROWS, progress: bool = False, app_name: str = "colcep",
+                  conf: dict[str, Any] | None = None) -> "SparkSession":
+    """A local SparkSession set up for colcep (the embedded default; on a cluster pass your own).
+
+    Workers run this interpreter (``PYSPARK_PYTHON``), the UI is off, Python workers are
+    reused (the kernels load once per worker process), Arrow batches are large
+    (``batch_rows``), shuffle partitions default to twice the cores, the time zone is UTC
+    and the log level ERROR. ``progress`` shows Spark's console progress bar on stderr.
+    An existing session is returned as it is (its settings cannot change).
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    n = int(cores or os.cpu_count() or 1)
+    settings: dict[str, Any] = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": str(bool(progress)).lower(),
+        "spark.sql.shuffle.partitions": str(shuffle_partitions or 2 * n),
+        "spark.default.parallelism": str(n),
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(int(batch_rows)),
+        "spark.python.worker.reuse": "true",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.driver.memory": memory,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.adaptive.enabled": "true",
+    }
+    settings.update({k: str(v) for k, v in (conf or {}).items()})
+    builder = SparkSession.builder.master(f"local[{n}]").appName(app_name)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# ============================================================================ Parquet laid out by key
+@dataclass(frozen=True)
+class _FileGroup:
+    """The files holding some whole keys; ``key_value`` is set for a Hive partition."""
+
+    files: tuple[str, ...]
+    key_value: Any = None
+    from_partition: bool = False
+
+
+@dataclass(frozen=True)
+class _ParquetPlan:
+    spec: _Spec
+    groups: tuple[_FileGroup, ...]
+    filesystem: Any
+    file_schema: pa.Schema  # the files' own columns (Hive partition columns excluded)
+    read_columns: tuple[str, ...]
+    key_type: pa.DataType | None
+    batch_rows: int
+    row_generated: bool = field(default=False)
+
+
+class _FileGroupMatcher:
+    """The function given to ``mapInArrow`` over ``spark.range(groups)``: reads each group
+    with pyarrow and matches it."""
+
+    def __init__(self, plan: _ParquetPlan, metrics: ScanMetrics | None):
+        self.plan = plan
+        self.metrics = metrics
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        t0 = time.perf_counter()
+        warm = _warm_kernels(self.plan.spec)
+        rows = matches = 0
+        for b in batches:
+            for gid in b.column(0).to_pylist():
+                tbl = _read_group(self.plan, gid)
+                stream = KeyedStream(self.plan.spec, gid << ID_BITS)
+                for off in range(0, max(tbl.num_rows, 1), self.plan.batch_rows):
+                    for t in stream.feed(tbl.slice(off, self.plan.batch_rows)):
+                        yield from t.to_batches()
+                for t in stream.finish():
+                    yield from t.to_batches()
+                rows += stream.rows
+                matches += stream.matches
+        if self.metrics is not None:
+            self.metrics.add(rows=rows, matches=matches, tasks=1, task_seconds=time.perf_counter() - t0,
+                             warm_seconds=warm, warm_workers=int(warm > 0))
+
+
+def _read_group(plan: _ParquetPlan, gid: int) -> pa.Table:
+    import pyarrow.dataset as ds
+
+    spec, g = plan.spec, plan.groups[gid]
+    data = ds.dataset(list(g.files), format="parquet", filesystem=plan.filesystem, schema=plan.file_schema)
+    tbl = data.to_table(columns=list(plan.read_columns))
+    n = tbl.num_rows
+    if g.from_partition:
+        tbl = tbl.append_column(pa.field(spec.key, plan.key_type),
+                                pa.array([g.key_value], plan.key_type).take(pa.array(np.zeros(n, np.int32))))
+    if plan.row_generated:
+        tbl = tbl.append_column(ROW_COL, pa.array((np.int64(gid) << ID_BITS) + np.arange(n, dtype=np.int64)))
+    sort = [(spec.time, "ascending"), (spec.row, "ascending")]
+    if spec.key is not None and not g.from_partition:
+        sort.insert(0, (spec.key, "ascending"))
+    if n > 1 and not _is_sorted(tbl, [c for c, _ in sort]):
+        tbl = tbl.take(pc.sort_indices(tbl, sort_keys=sort))
+    return tbl
+
+
+def _is_sorted(tbl: pa.Table, cols: list[str]) -> bool:
+    """True when the rows are in ascending lexicographic order of ``cols``."""
+    undecided = np.ones(tbl.num_rows - 1, bool)
+    for c in cols:
+        a = tbl.column(c)
+        if pa.types.is_timestamp(a.type):
+            a = a.cast(pa.int64())
+        prev, nxt = a.slice(0, len(a) - 1), a.slice(1)
+        lt = pc.less(nxt, prev).to_numpy(zero_copy_only=False)
+        if np.any(lt & undecided):
+            return False
+        undecided &= pc.equal(nxt, prev).to_numpy(zero_copy_only=False)
+        if not undecided.any():
+            return True
+    return True
+
+
+def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key: str | None, time: str = "ts",
+                  columns: Sequence[str] | None = None, *, spark: "SparkSession | None" = None,
+                  seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
+                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
+                  partitioning: str | None = "hive", batch_rows: int = DEFAULT_BATCH_ROWS,
+                  metrics: ScanMetrics | None = None) -> "DataFrame":
+    """Match Parquet data already laid out by key, read by the executors with pyarrow.
+
+    The layout must keep every key in one place: Hive partitions on the key
+    (``path/name=S0001/*.parquet``) or files that each hold whole keys (checked on the
+    driver from the files' statistics). Spark only hands out the file groups (one per
+    Hive partition, or per file); each task reads its groups with pyarrow, sorts them by
+    (key, time, seq) unless already in order, and matches them. Executors must reach
+    ``path`` (a shared file system or an object store URI pyarrow can open).
+
+    Output as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
+    of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
+    """
+    import pyarrow.dataset as ds
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not isinstance(pattern, Pattern):
+        raise InputError(f"match_parquet() needs a colcep Pattern, got {type(pattern).__name__}")
+    spark = spark or local_session()
+    fs, base = _filesystem(path)
+    try:
+        data = ds.dataset(base, format="parquet", filesystem=fs, partitioning=partitioning)
+    except (FileNotFoundError, OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot open the Parquet data at {path!r}: {exc}") from exc
+    schema = data.schema
+    part_names: set[str] = set()
+    for frag in data.get_fragments():
+        part_names |= set(ds.get_partition_keys(frag.partition_expression))
+    spec = arrow_spec(schema, pattern, key, time, columns, seq=seq, timeouts=timeouts, time_unit=time_unit,
+                      max_partial_matches=max_partial_matches)
+    need = [c for c in spec.in_schema.names if c != ROW_COL]
+    if any(c in part_names and c != key for c in need):
+        raise InputError(f"only the key may be a Hive partition column; {sorted(part_names - {key})} are too")
+    groups = _file_groups(data, key, key in part_names)
+    file_schema = pa.schema([f for f in schema if f.name not in part_names])
+    read_cols = tuple(c for c in need if c not in part_names)
+    in_struct = from_arrow_schema(pa.schema([schema.field(c) for c in need]), prefer_timestamp_ntz=False)
+    sf = {f.name: f for f in in_struct.fields}
+    out_struct = T.StructType(_out_fields(sf[key] if key is not None else None, timeouts,
+                                          [sf[c] for c in spec.columns]))
+    spec = replace(spec, out_schema=_to_arrow(spark, out_struct))
+    plan = _ParquetPlan(spec, tuple(groups), fs, file_schema, read_cols,
+                        schema.field(key).type if key is not None else None, int(batch_rows), seq is None)
+    n = max(1, min(len(groups), int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))))
+    ids = spark.range(0, len(groups), 1, numPartitions=n)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+        return ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+
+
+def _filesystem(path: Any) -> tuple[Any, Any]:
+    import pyarrow.fs as pafs
+
+    if isinstance(path, (list, tuple)):
+        paths = [str(p) for p in path]
+        if all("://" not in p for p in paths):
+            return pafs.LocalFileSystem(), [os.path.abspath(p) for p in paths]
+        fs, _ = pafs.FileSystem.from_uri(paths[0])
+        return fs, [pafs.FileSystem.from_uri(p)[1] for p in paths]
+    p = os.fspath(path)
+    if "://" not in p:
+        return pafs.LocalFileSystem(), os.path.abspath(p)
+    return pafs.FileSystem.from_uri(p)
+
+
+def _file_groups(data, key: str | None, key_is_partition: bool) -> list[_FileGroup]:
+    """Group the files so that each key lies in exactly one group; sorted for determinism."""
+    import pyarrow.dataset as ds
+
+    frags = sorted(data.get_fragments(), key=lambda f: f.path)
+    if not frags:
+        raise InputError("no Parquet files found")
+    if key is None:
+        return [_FileGroup(tuple(f.path for f in frags))]
+    if key_is_partition:
+        by_key: dict[Any, list[str]] = {}
+        for f in frags:
+            v = ds.get_partition_keys(f.partition_expression).get(key)
+            if v is None:
+                raise InputError(f"file {f.path} has no {key}=... partition directory (or a null key)")
+            by_key.setdefault(v, []).append(f.path)
+        return [_FileGroup(tuple(by_key[v]), v, True) for v in sorted(by_key)]
+    spans = []
+    for f in frags:
+        if f.metadata.num_rows:
+            lo, hi = _key_range(f, key)
+            spans.append((lo, hi, f.path))
+    spans.sort(key=lambda s: (s[0], s[1], s[2]))
+    groups: list[list] = []
+    for lo, hi, p in spans:
+        if groups and lo <= groups[-1][1]:
+            g = groups[-1]
+            if not (lo == hi == g[0] == g[1]):  # only files of one and the same single key may share a group
+                raise InputError(f"key {key!r} is not laid out by file: {g[2][-1]} holds keys {g[0]!r}..{g[1]!r} "
+                                 f"and {p} holds {lo!r}..{hi!r}; use colcep.spark.match() (the shuffle path)")
+            g[2].append(p)
+        else:
+            groups.append([lo, hi, [p]])
+    return [_FileGroup(tuple(g[2])) for g in groups]
+
+
+def _key_range(frag, key: str) -> tuple[Any, Any]:
+    md = frag.metadata
+    idx = md.schema.to_arrow_schema().get_field_index(key)
+    lo = hi = None
+    for i in range(md.num_row_groups):
+        st = md.row_group(i).column(idx).statistics
+        if md.row_group(i).num_rows == 0:
+            continue
+        if st is None or not st.has_min_max or st.null_count:
+            raise InputError(f"file {frag.path} has no min/max statistics for key {key!r} (or has null keys); "
+                             "use colcep.spark.match() (the shuffle path)")
+        lo = st.min if lo is None else min(lo, st.min)
+        hi = st.max if hi is None else max(hi, st.max)
+    return lo, hi
