@@ -528,6 +528,8 @@ def local_session(cores: int | None = None, *, memory: str = "2g", shuffle_parti
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.adaptive.enabled": "true",
     }
+    if not any(k in (conf or {}) for k in ("spark.driver.extraJavaOptions",)):
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}"
     settings.update({k: str(v) for k, v in (conf or {}).items()})
     builder = SparkSession.builder.master(f"local[{n}]").appName(app_name)
     for k, v in settings.items():
@@ -537,6 +539,25 @@ def local_session(cores: int | None = None, *, memory: str = "2g", shuffle_parti
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 configuration that logs errors only (no start-up warnings on the console)."""
+    path = os.path.join(tempfile.gettempdir(), "colcep-log4j2.properties")
+    if not os.path.exists(path) or open(path).read() != _LOG4J:
+        with open(path, "w") as fh:
+            fh.write(_LOG4J)
+    return path
 
 
 # ============================================================================ Parquet laid out by key

@@ -6,6 +6,7 @@
 
 Runs, each on the same generated ticks (Parquet) and local Spark session:
 
+- ``bare pass-through``: read, project, a mapInArrow returning its batches (no shuffle);
 - ``jvm``: read, project, repartition by key, sort within partitions (no Python);
 - ``pass-through``: the same plus a mapInArrow that returns its batches unchanged;
 - ``colcep``: ``colcep.spark.match`` (the same plan with a Matcher per task);
@@ -86,10 +87,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def report(name: str, secs: float, note: str = "") -> None:
         rows.append((name, secs, n / secs / a.cores, note))
-        print(f"  {name:<28} {secs:7.2f} s  {n / secs:12,.0f} rows/s  ({n / secs / a.cores:,.0f} per core) {note}",
+        print(f"  {name:<32} {secs:7.2f} s  {n / secs:12,.0f} rows/s  ({n / secs / a.cores:,.0f} per core) {note}",
               flush=True)
 
+    bare = df.select(*need)
     jobs = {
+        "bare pass-through (no shuffle)": lambda: bare.mapInArrow(passthrough, bare.schema)
+        .write.format("noop").mode("overwrite").save(),
         "jvm: shuffle + sort": lambda: plan.write.format("noop").mode("overwrite").save(),
         "pass-through mapInArrow": lambda: plan.mapInArrow(passthrough, plan.schema)
         .write.format("noop").mode("overwrite").save(),
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         colcep.match(tbl, ex.pattern, key=key, time=ts, columns=cols)
         secs = time.perf_counter() - t
         rows.append(("in-process", secs, n / secs, ""))
-        print(f"  {'in-process colcep.match':<28} {secs:7.2f} s  {n / secs:12,.0f} rows/s  (one core)")
+        print(f"  {'in-process colcep.match':<32} {secs:7.2f} s  {n / secs:12,.0f} rows/s  (one core)")
     pt = next(r for r in rows if r[0].startswith("pass-through"))[1]
     cm = next(r for r in rows if r[0] == "colcep match")[1]
     print(f"colcep job / pass-through = {cm / pt:.2f} (colcep adds {100 * (cm / pt - 1):.0f} %)")
