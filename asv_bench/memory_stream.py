@@ -25,8 +25,8 @@ import pyarrow as pa
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from benchmarks.common import (MIB, PATTERNS, _n_matches, matcher_state_bytes, rss_bytes,  # noqa: E402
-                               warm_up)
+from benchmarks.common import (MIB, PATTERNS, _n_matches, matcher_state_bytes, peak_rss_bytes,  # noqa: E402
+                               reset_peak_rss, rss_bytes, warm_up)
 
 import colcep  # noqa: E402
 
@@ -79,6 +79,7 @@ def stream(pattern: str = "P4", events: int = 1_000_000, batch: int = 100_000, s
     records, done, matches, i = [], 0, 0, 0
     t0 = time.perf_counter()
     base_rss = rss_bytes()
+    reset_peak_rss()
     while done < events:
         n = min(batch, events - done)
         tbl = src.batch(n)
@@ -87,10 +88,12 @@ def stream(pattern: str = "P4", events: int = 1_000_000, batch: int = 100_000, s
         done += n
         i += 1
         if i % every == 0 or done >= events:
-            rec = {"events": done, "seconds": time.perf_counter() - t0, "rss": rss_bytes(), "base_rss": base_rss,
+            rec = {"events": done, "seconds": time.perf_counter() - t0, "rss": rss_bytes(),
+                   "peak_rss": peak_rss_bytes(), "base_rss": base_rss,
                    "live_pm": m.live_partial_matches, "buffer_nodes": m.buffer_nodes,
                    "state_bytes": matcher_state_bytes(m), "matches": matches}
             records.append(rec)
+            reset_peak_rss()  # peak_rss: the highest RSS since the previous record (Linux)
             if progress:
                 progress(rec)
     matches += _n_matches(m.close())
@@ -100,8 +103,10 @@ def stream(pattern: str = "P4", events: int = 1_000_000, batch: int = 100_000, s
 
 def summarise(records: list[dict]) -> dict:
     """RSS growth from the first to the last quarter of the stream (after a 10 % warm-up), the
-    RSS slope over the second half, and state bytes per live partial match at the peak."""
+    RSS slope over the second half, the same for the peak RSS between records, and state bytes
+    per live partial match at the peak."""
     rss = np.array([r["rss"] for r in records], float)
+    peaks = np.array([r.get("peak_rss", r["rss"]) for r in records], float)
     ev = np.array([r["events"] for r in records], float)
     n = len(records)
     lo = n // 10
@@ -118,6 +123,8 @@ def summarise(records: list[dict]) -> dict:
         "matches": records[-1]["matches"],
         "rss_start_mib": float(first.mean()) / MIB, "rss_end_mib": float(last.mean()) / MIB,
         "rss_max_mib": float(rss.max()) / MIB, "rss_growth_mib": float(last.mean() - first.mean()) / MIB,
+        "peak_rss_max_mib": float(peaks.max()) / MIB,
+        "peak_rss_growth_mib": float(peaks[n - q:].mean() - peaks[lo:lo + q].mean()) / MIB,
         "rss_slope_bytes_per_million_events": slope,
         "max_live_pm": int(live.max()), "mean_live_pm": float(live.mean()),
         "max_buffer_nodes": int(max(r["buffer_nodes"] for r in records)),
@@ -139,11 +146,12 @@ def main(argv=None) -> int:
     events, batch = int(a.events), int(a.batch)
     every = a.every or max(1, events // batch // 20)
     print(f"# {a.pattern}: {events:,} events in batches of {batch:,} over {a.symbols} symbols, one Matcher")
-    print("| events | seconds | RSS MiB | live partial matches | buffer nodes | state MiB | matches |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| events | seconds | RSS MiB | peak RSS MiB since last line | live partial matches | buffer nodes | "
+          "state MiB | matches |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
     def show(r):
-        print(f"| {r['events']:,} | {r['seconds']:.1f} | {r['rss'] / MIB:.1f} | {r['live_pm']:,} | "
+        print(f"| {r['events']:,} | {r['seconds']:.1f} | {r['rss'] / MIB:.1f} | {r['peak_rss'] / MIB:.1f} | {r['live_pm']:,} | "
               f"{r['buffer_nodes']:,} | {r['state_bytes'] / MIB:.2f} | {r['matches']:,} |", flush=True)
 
     records = stream(a.pattern, events, batch, a.symbols, a.seed, every, progress=show)
@@ -152,6 +160,8 @@ def main(argv=None) -> int:
     print(f"RSS {s['rss_start_mib']:.1f} MiB (first quarter) -> {s['rss_end_mib']:.1f} MiB (last quarter), "
           f"growth {s['rss_growth_mib']:+.1f} MiB, max {s['rss_max_mib']:.1f} MiB; "
           f"slope over the second half {s['rss_slope_bytes_per_million_events'] / 1024:+.1f} KiB per 10^6 events")
+    print(f"peak RSS between lines: max {s['peak_rss_max_mib']:.1f} MiB, growth first -> last quarter "
+          f"{s['peak_rss_growth_mib']:+.1f} MiB")
     print(f"live partial matches: max {s['max_live_pm']:,}, mean {s['mean_live_pm']:,.0f}; "
           f"buffer nodes max {s['max_buffer_nodes']:,}; matcher state max {s['max_state_mib']:.2f} MiB, "
           f"{s['bytes_per_live_pm']:.0f} bytes per live partial match (at the peak)")

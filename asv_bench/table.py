@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--events", type=float, default=1e6)
     ap.add_argument("--symbols", type=int, default=100)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--patterns", default="P1,P2,P3,P4")
+    ap.add_argument("--patterns", default="P1,P2,P3,P4", help="comma-separated, or none")
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
     ap.add_argument("--budget", type=float, default=60.0, help="stop repeating once a scan has taken this long (s)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="stop a pattern after this many seconds")
@@ -171,12 +171,14 @@ def main(argv=None) -> int:
         print(json.dumps(_child(a.child, a.data, a.repeat, a.budget)))
         return 0
     events = int(a.events)
-    patterns = [p.strip().upper() for p in a.patterns.split(",") if p.strip()]
-    print(f"## colcep benchmark: {events:,} events over {a.symbols:,} symbols (seed {a.seed}), one core\n")
+    patterns = [p.strip().upper() for p in a.patterns.split(",") if p.strip() and p.strip().lower() != "none"]
+    if patterns:
+        print(f"## colcep benchmark: {events:,} events over {a.symbols:,} symbols (seed {a.seed}), one core\n")
     print(f"{_machine()}; {time.strftime('%Y-%m-%d')}\n")
-    table, results = patterns_table(events, a.symbols, a.seed, patterns, a.repeat, a.timeout, a.budget)
-    print(table)
-    raw = {"events": events, "symbols": a.symbols, "patterns": results}
+    raw = {"events": events, "symbols": a.symbols, "patterns": []}
+    if patterns:
+        table, raw["patterns"] = patterns_table(events, a.symbols, a.seed, patterns, a.repeat, a.timeout, a.budget)
+        print(table)
     if a.compile:
         ctable, craw = compile_table()
         print("\n### Compile time (fresh process, NUMBA_CACHE_DIR empty / filled)\n")

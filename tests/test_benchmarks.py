@@ -18,10 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-os.environ["COLCEP_BENCH_QUICK"] = "1"
-for _var in ("COLCEP_BENCH_EVENTS", "COLCEP_BENCH_SYMBOLS", "COLCEP_BENCH_REF_EVENTS"):
-    os.environ.pop(_var, None)
-
+_BENCH_VARS = ("COLCEP_BENCH_QUICK", "COLCEP_BENCH_EVENTS", "COLCEP_BENCH_SYMBOLS", "COLCEP_BENCH_REF_EVENTS")
 ASV_BENCH = Path(__file__).resolve().parents[1] / "asv_bench"
 sys.path.insert(0, str(ASV_BENCH))
 
@@ -37,10 +34,18 @@ SHRINK = {"bench_windows": {"EVENTS": 10_000}}
 
 
 def _modules():
+    """The benchmark modules, imported in quick mode (the sizes are read at import; the
+    environment is restored afterwards so no other test sees the switch)."""
     # bench_compile last: its child processes then load the kernels this process already cached
     names = sorted((p.stem for p in (ASV_BENCH / "benchmarks").glob("bench_*.py")),
                    key=lambda n: (n == "bench_compile", n))
-    return [importlib.import_module(f"benchmarks.{n}") for n in names]
+    saved = {v: os.environ.pop(v) for v in _BENCH_VARS if v in os.environ}
+    os.environ["COLCEP_BENCH_QUICK"] = "1"
+    try:
+        return [importlib.import_module(f"benchmarks.{n}") for n in names]
+    finally:
+        os.environ.pop("COLCEP_BENCH_QUICK", None)
+        os.environ.update(saved)
 
 
 def _benchmark_classes():
@@ -95,7 +100,9 @@ def test_yardstick_finds_colceps_matches(name, events, symbols, seed):
 
 
 def test_match_count_helper_agrees_with_distinct_ids():
-    from benchmarks.common import _n_matches
+    from benchmarks.common import QUICK, _n_matches
+
+    assert QUICK
 
     import pyarrow.compute as pc
 

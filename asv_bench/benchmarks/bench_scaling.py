@@ -10,6 +10,10 @@ growing the window grows the live partial matches a new event must visit:
 - ``Triples``: P4's shape (rising triples) within W: live partial matches and matches both grow
   superlinearly; the cost includes materialising the matches.
 
+``track_state_bytes_per_live_pm``: the bytes of numpy arrays the Matcher holds (allocated
+capacity: runs, held matches, shared buffer) at the batch with the most live partial matches,
+divided by that number.
+
 The table is fed in 20 batches to one Matcher; live partial matches are sampled after each.
 """
 from .common import QUICK, any_triple, load, make_data, rare_pair, stream_scan, best_time, warm_up
@@ -58,11 +62,17 @@ class RarePairs:
     track_ns_per_event.unit = "ns"
 
     def track_ns_per_run_step(self, cache, window_s):
-        dt, (_, live, _) = best_time(lambda: stream_scan(self.pattern, self.table), repeat=1)
+        dt, (_, live, _, _) = best_time(lambda: stream_scan(self.pattern, self.table), repeat=1)
         per_key = max(live / SYMBOLS, 1e-9)
         return dt / self.table.num_rows / per_key * 1e9
 
     track_ns_per_run_step.unit = "ns"
+
+    def track_state_bytes_per_live_pm(self, cache, window_s):
+        _, _, peak_live, state = stream_scan(self.pattern, self.table)
+        return state / max(peak_live, 1)
+
+    track_state_bytes_per_live_pm.unit = "bytes"
 
 
 class Triples(RarePairs):

@@ -163,18 +163,20 @@ def any_triple(window_ms: int) -> Pattern:
             .within(window_ms))
 
 
-def stream_scan(pattern: Pattern, table: pa.Table, batches: int = 20) -> tuple[int, float, int]:
+def stream_scan(pattern: Pattern, table: pa.Table, batches: int = 20) -> tuple[int, float, int, int]:
     """Feed ``table`` to one Matcher in ``batches`` slices; returns (matches, mean live partial
-    matches after each slice, max live partial matches)."""
+    matches after each slice, max live partial matches, matcher state bytes at that max)."""
     m = colcep.Matcher(pattern, key="name", time="ts", columns=[])
     n = table.num_rows
     step = max(1, -(-n // batches))
-    matches, live = 0, []
+    matches, live, at_max = 0, [], (0, 0)
     for lo in range(0, n, step):
         matches += _n_matches(m.process(table.slice(lo, step)))
         live.append(m.live_partial_matches)
+        if live[-1] >= at_max[0]:
+            at_max = (live[-1], matcher_state_bytes(m))
     matches += _n_matches(m.close())
-    return matches, float(np.mean(live)) if live else 0.0, max(live, default=0)
+    return matches, float(np.mean(live)) if live else 0.0, at_max[0], at_max[1]
 
 
 # ----------------------------------------------------------------------------- memory probes
