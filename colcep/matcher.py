@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from . import conditions as cond
 from .compiler import NFAProgram, compile_pattern
 from .errors import CapacityError, InputError, PatternError
+from .keys import KeyCodes
 from .kernels import arrays as karr
 from .kernels import buffer as kbuf
 from .kernels import nfa as knfa
@@ -90,8 +91,7 @@ class Matcher:
         self._lowered: cond.Lowered | None = None
         self._schema: pa.Schema | None = None
         self._window = 0
-        self._keys: dict = {}
-        self._key_values: list = []
+        self._keys = KeyCodes(key)
         self._key_last_ts = np.zeros(0, np.int64)
         self._start_dead = np.zeros(0, np.uint8)
         self._rows_seen = 0
@@ -195,29 +195,6 @@ class Matcher:
         return out
 
     # ------------------------------------------------------------------ per batch
-    def _key_codes(self, tbl: pa.Table) -> np.ndarray:
-        n = tbl.num_rows
-        if self.key is None:
-            if not self._key_values:
-                self._keys[None] = 0
-                self._key_values.append(None)
-            return np.zeros(n, np.int64)
-        col = tbl.column(self.key)
-        if col.null_count:
-            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"key column {self.key!r} has a null at row {self._rows_seen + row}")
-        enc = col.combine_chunks()
-        if not pa.types.is_dictionary(enc.type):
-            enc = pc.dictionary_encode(enc)
-        mapping = np.empty(len(enc.dictionary), np.int64)
-        for i, v in enumerate(enc.dictionary.to_pylist()):
-            code = self._keys.get(v)
-            if code is None:
-                code = self._keys[v] = len(self._key_values)
-                self._key_values.append(v)
-            mapping[i] = code
-        return mapping[enc.indices.to_numpy(zero_copy_only=False)]
-
     def _times(self, tbl: pa.Table) -> np.ndarray:
         col = tbl.column(self.time)
         if col.null_count:
@@ -264,10 +241,10 @@ class Matcher:
             elif tbl.schema != self._schema:
                 self._check_schema(tbl.schema)
             n = tbl.num_rows
-            codes = self._key_codes(tbl)
+            codes = self._keys.encode(tbl, self._rows_seen)
             ts = self._times(tbl)
         lw = self._lowered
-        n_keys = len(self._key_values)
+        n_keys = self._keys.n
         if self._key_last_ts.shape[0] < n_keys:
             self._key_last_ts = np.concatenate(
                 [self._key_last_ts, np.full(n_keys - self._key_last_ts.shape[0], np.iinfo(np.int64).min)])
@@ -304,7 +281,7 @@ class Matcher:
         self._buf = (n_row, n_stage, n_parent, n_ref, self._buf[4])
         if status[0] == knfa.ERR_CAPACITY:
             raise CapacityError(
-                f"key {self._key_values[int(status[1])]!r} holds {int(status[2])} live partial matches, over the "
+                f"key {self._keys.values[int(status[1])]!r} holds {int(status[2])} live partial matches, over the "
                 f"bound max_partial_matches={self.max_partial_matches}; tighten the pattern (within(), a more "
                 "selective condition, a skip strategy) or raise the bound")
         self._runs = (r_ptr, r_state, r_node, r_sts, r_spos, r_v)
@@ -335,7 +312,7 @@ class Matcher:
         bad[firsts] |= ts_g[firsts] < self._key_last_ts[present]
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            k = self._key_values[keys_g[i]]
+            k = self._keys.values[keys_g[i]]
             raise InputError(
                 f"time column {self.time!r} is not in order for key {k!r}: row {self._rows_seen + int(order[i])} "
                 f"has time {int(ts_g[i])}, earlier than the previous event of that key; sort the input by time "
@@ -406,7 +383,7 @@ class Matcher:
         cols: dict[str, pa.Array] = {"match_id": pa.array(ids[match_of_event], pa.int64())}
         if self.key is not None:
             keys = m_key[order][match_of_event]
-            cols[self.key] = pa.array(self._key_values, schema.field(self.key).type).take(pa.array(keys))
+            cols[self.key] = self._keys.take(keys).cast(schema.field(self.key).type)
         names = pa.array(self.program.stage_names, pa.string())
         cols["stage"] = names.take(pa.array(stages.astype(np.int32)))
         cols["row"] = pa.array(rows, pa.int64())

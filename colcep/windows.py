@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import WindowSpecError, InputError
+from .errors import InputError, WindowSpecError
+from .keys import KeyCodes
 from .kernels import arrays as karr
 from .kernels import windows as kwin
 from .matcher import as_table
@@ -201,58 +202,6 @@ def _resolve(window: WindowSpec, unit: str) -> _Resolved:
 
 
 # ---------------------------------------------------------------------------------- input
-class _Keys:
-    """Key values to dense codes, kept across batches (first-seen order)."""
-
-    def __init__(self, name: str | None):
-        self.name = name
-        self.codes: dict = {}
-        self.values: list = []
-        self.type: pa.DataType | None = None
-        self._arr: pa.Array | None = None
-
-    def check_nulls(self, tbl: pa.Table, row0: int = 0) -> None:
-        col = tbl.column(self.name)
-        if col.null_count:
-            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"key column {self.name!r} has a null at row {row0 + row}")
-
-    def encode(self, tbl: pa.Table, row0: int = 0) -> np.ndarray:
-        if self.name is None:
-            if not self.values:
-                self.codes[None] = 0
-                self.values.append(None)
-            return np.zeros(tbl.num_rows, np.int64)
-        col = tbl.column(self.name)
-        if self.type is None:
-            self.type = col.type
-        self.check_nulls(tbl, row0)
-        if tbl.num_rows == 0:
-            return np.zeros(0, np.int64)
-        enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if not pa.types.is_dictionary(enc.type):
-            enc = pc.dictionary_encode(enc)
-        mapping = np.empty(len(enc.dictionary), np.int64)
-        for i, v in enumerate(enc.dictionary.to_pylist()):
-            code = self.codes.get(v)
-            if code is None:
-                code = self.codes[v] = len(self.values)
-                self.values.append(v)
-                self._arr = None
-            mapping[i] = code
-        return mapping[enc.indices.to_numpy(zero_copy_only=False)]
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    def take(self, codes: np.ndarray) -> pa.Array:
-        if self._arr is None:
-            t = self.type.value_type if pa.types.is_dictionary(self.type) else self.type
-            self._arr = pa.array(self.values, t)
-        return self._arr.take(pa.array(codes, pa.int64()))
-
-
 def _time_unit(tt: pa.DataType, time: str, time_unit: str) -> str:
     if pa.types.is_timestamp(tt):
         return tt.unit
@@ -387,7 +336,7 @@ def assign(data: Any, window: WindowSpec, key: str | None = None, time: str = "t
     ts = _int64_column(tbl, time, "time")
     if spec.kind == "sliding":  # row-local: Flink assigns each row on its own, whatever its key
         if key is not None:
-            _Keys(key).check_nulls(tbl)
+            KeyCodes(key).check_nulls(tbl)
         if spec.size == spec.slide:  # tumbling: one window per row
             starts = kwin.tumbling_assign(ts, spec.size, spec.offset)
             out = tbl
@@ -396,7 +345,7 @@ def assign(data: Any, window: WindowSpec, key: str | None = None, time: str = "t
             out = tbl.take(pa.array(rows, pa.int64()))
         return _with_columns(out, {"window_start": _time_array(starts, tt),
                                    "window_end": _time_array(starts + spec.size, tt)})
-    keys = _Keys(key)
+    keys = KeyCodes(key)
     codes = keys.encode(tbl)
     gaps = _gaps(tbl, spec, unit) if spec.kind == "session" else None
     lay = _layout(ts, codes, keys.n, spec, gaps)
@@ -484,7 +433,7 @@ def _take_positions(col: pa.ChunkedArray, order: np.ndarray, pos: np.ndarray) ->
     return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
-def _agg_table(tbl: pa.Table, lay: _Layout, items: list[tuple[str, str | None, str]], keys: _Keys,
+def _agg_table(tbl: pa.Table, lay: _Layout, items: list[tuple[str, str | None, str]], keys: KeyCodes,
                tt: pa.DataType, sel: np.ndarray | None = None) -> pa.Table:
     """One row per window of ``lay`` (or of the windows ``sel``): key, window columns, aggregates."""
     if sel is not None:
@@ -553,7 +502,7 @@ def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, 
     spec = _resolve(window, unit)
     _check_agg_types(tbl.schema, items)
     ts = _int64_column(tbl, time, "time")
-    keys = _Keys(key)
+    keys = KeyCodes(key)
     codes = keys.encode(tbl)
     gaps = _gaps(tbl, spec, unit) if spec.kind == "session" else None
     lay = _layout(ts, codes, keys.n, spec, gaps)
@@ -604,7 +553,7 @@ class WindowAggregator:
         if _to_units(out_of_orderness, "ns", "out_of_orderness", signed=True, exact=False) < 0:
             raise WindowSpecError(f"out_of_orderness must be >= 0, got {out_of_orderness!r}")
         self._delay_arg = out_of_orderness
-        self._keys = _Keys(key)
+        self._keys = KeyCodes(key)
         self._spec: _Resolved | None = None
         self._schema: pa.Schema | None = None
         self._pending: pa.Table | None = None
