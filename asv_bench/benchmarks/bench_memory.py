@@ -6,26 +6,15 @@ table read in ``setup``; ``track_peak_mib_above_input`` resets the peak (Linux) 
 scan and reports only what the scan adds. The stream benchmarks run ``asv_bench/memory_stream.py``
 in-process; its command line runs the 10^8-event stream by hand (docs/benchmarks.md).
 """
-from .common import (EVENTS, MIB, PATTERN_NAMES, PATTERNS, QUICK, SYMBOLS, load, make_data, peak_above, scan,
+from .common import (MIB, QUICK, GridScan, peak_above, scan,
                      warm_up, yardstick_scan)
 
 STREAM_EVENTS = [20_000] if QUICK else [10**6, 10**7]
 STREAM_PATTERNS = ["P1", "P4"]
 
 
-class ScanMemory:
+class ScanMemory(GridScan):
     """Peak memory of the scans of bench_patterns.Scan."""
-
-    params = (PATTERN_NAMES, EVENTS, SYMBOLS)
-    param_names = ["pattern", "events", "symbols"]
-    timeout = 3600
-    rounds = 1
-    setup_cache = staticmethod(make_data)
-
-    def setup(self, cache, pattern, events, symbols):
-        warm_up([pattern])
-        self.table = load(cache, events, symbols)
-        self.pattern = PATTERNS[pattern]
 
     def peakmem_colcep(self, cache, pattern, events, symbols):
         scan(self.pattern, self.table)

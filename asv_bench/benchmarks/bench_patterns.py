@@ -7,26 +7,16 @@ the hand-specialised yardstick (asv_bench/yardstick.py), over the events x symbo
 A scan is one Matcher over the whole table (``process`` + ``close``), materialising every
 match (compact output: match_id, key, stage, row). The JIT is warmed in ``setup``.
 """
-from .common import (PATTERN_NAMES, PATTERNS, REF_EVENTS, REF_SYMBOLS, EVENTS, SYMBOLS, TARGETS, best_time,
+from .common import (GridScan, PATTERN_NAMES, PATTERNS, REF_EVENTS, REF_SYMBOLS, TARGETS, best_time,
                      load, make_data, scan, warm_up, yardstick_scan)
 
 
-class Scan:
+class Scan(GridScan):
     """Wall time of one scan: colcep and the yardstick on the same table."""
 
-    params = (PATTERN_NAMES, EVENTS, SYMBOLS)
-    param_names = ["pattern", "events", "symbols"]
-    timeout = 3600  # P2/P3 over 10^7 events are slow while the engine is a general NFA
     number = 1
     repeat = (1, 3, 30.0)
-    rounds = 1
     warmup_time = 0.0
-    setup_cache = staticmethod(make_data)
-
-    def setup(self, cache, pattern, events, symbols):
-        warm_up([pattern])
-        self.table = load(cache, events, symbols)
-        self.pattern = PATTERNS[pattern]
 
     def time_colcep(self, cache, pattern, events, symbols):
         scan(self.pattern, self.table)
@@ -35,19 +25,8 @@ class Scan:
         yardstick_scan(pattern, self.table)
 
 
-class Throughput:
+class Throughput(GridScan):
     """Events per second (one scan after warm-up) and the number of matches, per grid point."""
-
-    params = (PATTERN_NAMES, EVENTS, SYMBOLS)
-    param_names = ["pattern", "events", "symbols"]
-    timeout = 3600
-    rounds = 1
-    setup_cache = staticmethod(make_data)
-
-    def setup(self, cache, pattern, events, symbols):
-        warm_up([pattern])
-        self.table = load(cache, events, symbols)
-        self.pattern = PATTERNS[pattern]
 
     def track_events_per_second(self, cache, pattern, events, symbols):
         dt, _ = best_time(lambda: scan(self.pattern, self.table), repeat=1)

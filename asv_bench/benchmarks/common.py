@@ -243,3 +243,19 @@ def matcher_state_bytes(m: colcep.Matcher) -> int:
         return 0
 
     return sum(walk(v) for k, v in vars(m).items() if k not in ("program", "_retained"))
+
+
+class GridScan:
+    """Shared set-up of the benchmarks over the (pattern, events, symbols) grid: the table is
+    made once in ``setup_cache`` and the kernels are warm before timing."""
+
+    params = (PATTERN_NAMES, EVENTS, SYMBOLS)
+    param_names = ["pattern", "events", "symbols"]
+    timeout = 3600  # P2/P3 over 10^7 events are slow while the engine is a general NFA
+    rounds = 1
+    setup_cache = staticmethod(make_data)
+
+    def setup(self, cache, pattern, events, symbols):
+        warm_up([pattern])
+        self.table = load(cache, events, symbols)
+        self.pattern = PATTERNS[pattern]
