@@ -193,13 +193,30 @@ def literal_value(v, strings: dict) -> float:
 
 
 def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowered:
-    """Lower a program's conditions; ``strings`` is the Matcher's string dictionary."""
+    """Lower a program's conditions; ``strings`` is the Matcher's string dictionary.
+
+    Condition kinds: 0 a mask row, 1 a bytecode program, 2 the negation of another condition
+    (``cond_a``). Flink's IGNORE edges carry ``not(take condition)``; as kind 2 the kernel
+    reuses the take condition's result for the same run and event instead of running it again.
+    Inner conditions a negation needs are appended after the program's own."""
     lw = _Lowerer({n: i for i, n in enumerate(stage_names)}, strings)
+    table = list(conditions)
+    index = {e.key(): i for i, e in enumerate(table)}
     kind, ca, cb = [], [], []
-    for e in conditions:
+    i = 0
+    while i < len(table):
+        e = table[i]
         if not e.reads_match():
             kind.append(0)
             ca.append(lw.mask(e))
+            cb.append(0)
+        elif e.op == "not":
+            inner = e.args[0]
+            if inner.key() not in index:
+                index[inner.key()] = len(table)
+                table.append(inner)
+            kind.append(2)
+            ca.append(index[inner.key()])
             cb.append(0)
         else:
             start = len(lw.code)
@@ -209,6 +226,7 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
             kind.append(1)
             ca.append(start)
             cb.append(len(lw.code))
+        i += 1
     out = lw.out
     out.cond_kind = np.array(kind, np.int8)
     out.cond_a = np.array(ca, np.int32)

@@ -204,18 +204,19 @@ class Matcher:
             col = col.cast(pa.int64())
         return np.asarray(col.to_numpy(), dtype=np.int64)
 
-    def _env(self, tbl: pa.Table, order: np.ndarray, needed: set[str]) -> dict[str, np.ndarray]:
+    def _env(self, tbl: pa.Table, needed: set[str]) -> dict[str, np.ndarray]:
         env = {}
         for name in needed:
             col = tbl.column(name)
             kind = self._kinds[name]
             if kind == cond.STR:
-                env[name] = self._string_codes(col)[order]
+                env[name] = self._string_codes(col)
             else:
                 if pa.types.is_timestamp(col.type):
                     col = col.cast(pa.int64())
-                arr = col.to_numpy(zero_copy_only=False)
-                env[name] = np.asarray(arr, dtype=np.float64)[order]
+                arr = col.to_numpy() if col.num_chunks == 1 and col.null_count == 0 else \
+                    col.to_numpy(zero_copy_only=False)
+                env[name] = np.asarray(arr, dtype=np.float64)
         return env
 
     def _string_codes(self, col: pa.ChunkedArray) -> np.ndarray:
@@ -250,16 +251,18 @@ class Matcher:
                 [self._key_last_ts, np.full(n_keys - self._key_last_ts.shape[0], np.iinfo(np.int64).min)])
         if self._start_dead.shape[0] < n_keys:
             self._start_dead = np.concatenate([self._start_dead, np.zeros(n_keys - self._start_dead.shape[0], np.uint8)])
-        order, key_ptr = karr.group_by_key(codes, n_keys)
-        counts = np.diff(key_ptr)
-        ts_g = ts[order]
-        if n:
-            self._check_order(ts_g, codes[order], order, key_ptr, counts)
-        grow = (order + self._rows_seen).astype(np.int64)
+        order, key_ptr, bad = karr.group_by_key_in_order(codes, n_keys, ts, self._key_last_ts)
+        if bad >= 0:
+            k = self._keys.values[codes[bad]]
+            raise InputError(
+                f"time column {self.time!r} is not in order for key {k!r}: row {self._rows_seen + int(bad)} "
+                f"has time {int(ts[bad])}, earlier than the previous event of that key; sort the input by time "
+                "(colcep.match() sorts for you)")
         needed = set()
         for e in lw.mask_exprs + lw.col_exprs:
             needed |= e.columns()
-        env = self._env(tbl, order, needed) if n else {c: np.zeros(0) for c in needed}
+        # conditions are evaluated in input order: the kernel reads rows through ``order``
+        env = self._env(tbl, needed) if n else {c: np.zeros(0) for c in needed}
         masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
         for i, e in enumerate(lw.mask_exprs):
             masks[i] = cond.evaluate(e, env, n, self._strings)
@@ -274,7 +277,7 @@ class Matcher:
             p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
             lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
             self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
-            n_keys, key_ptr, ts_g, grow, masks, cols, start_mask,
+            n_keys, key_ptr, order, self._rows_seen, ts, masks, cols, start_mask,
             *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4])
         (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
          n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
@@ -302,23 +305,6 @@ class Matcher:
                 raise InputError(f"column {f.name!r} is missing from this batch (it was in the first one)")
             if _column_kind(schema.field(f.name).type) != self._kinds[f.name]:
                 raise InputError(f"column {f.name!r} changed type from {f.type} to {schema.field(f.name).type}")
-
-    def _check_order(self, ts_g, keys_g, order, key_ptr, counts) -> None:
-        bad = np.zeros(ts_g.shape[0], bool)
-        if ts_g.shape[0] > 1:
-            bad[1:] = (ts_g[1:] < ts_g[:-1]) & (keys_g[1:] == keys_g[:-1])
-        present = np.flatnonzero(counts)
-        firsts = key_ptr[present]
-        bad[firsts] |= ts_g[firsts] < self._key_last_ts[present]
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            k = self._keys.values[keys_g[i]]
-            raise InputError(
-                f"time column {self.time!r} is not in order for key {k!r}: row {self._rows_seen + int(order[i])} "
-                f"has time {int(ts_g[i])}, earlier than the previous event of that key; sort the input by time "
-                "(colcep.match() sorts for you)")
-        lasts = key_ptr[present + 1] - 1
-        self._key_last_ts[present] = ts_g[lasts]
 
     def _start_mask(self, masks: np.ndarray, n: int) -> np.ndarray:
         """Rows at which the start run could take an event (a key with no live run skips the rest)."""

@@ -39,3 +39,19 @@ def group_by_key(codes, n_keys):
         order[pos[k]] = i
         pos[k] += 1
     return order, key_ptr
+
+
+@njit(cache=True, nogil=True)
+def group_by_key_in_order(codes, n_keys, ts, last_ts):
+    """``group_by_key`` that also checks that ``ts`` never decreases within a key, given each
+    key's last time so far (``last_ts``, updated in place when the check passes). Returns
+    ``(order, key_ptr, bad)``: ``bad`` is the first row out of order, -1 if none."""
+    cur = last_ts.copy()
+    for i in range(codes.shape[0]):
+        k = codes[i]
+        if ts[i] < cur[k]:
+            return np.empty(0, np.int64), np.zeros(n_keys + 1, np.int64), i
+        cur[k] = ts[i]
+    last_ts[:] = cur
+    order, key_ptr = group_by_key(codes, n_keys)
+    return order, key_ptr, -1

@@ -100,24 +100,30 @@ def extract(n_row, n_stage, n_parent, node, rows, stages):
 @njit(cache=True, nogil=True)
 def compare_paths(n_row, n_stage, n_parent, a, b):
     """Compare two matches by their events' positions in arrival order, lexicographically,
-    then by the stages the events were taken into (-1, 0 or 1)."""
+    then by the stages the events were taken into (-1, 0 or 1). Walks both paths once from
+    the leaves, without allocating; a shared prefix (the same node) ends the walk."""
     la = path_length(n_parent, a)
     lb = path_length(n_parent, b)
-    ra = np.empty(la, np.int64)
-    rb = np.empty(lb, np.int64)
-    sa = np.empty(la, np.int32)
-    sb = np.empty(lb, np.int32)
-    extract(n_row, n_stage, n_parent, a, ra, sa)
-    extract(n_row, n_stage, n_parent, b, rb, sb)
-    for i in range(min(la, lb)):
-        if ra[i] != rb[i]:
-            return -1 if ra[i] < rb[i] else 1
+    x = a
+    for _ in range(la - min(la, lb)):
+        x = n_parent[x]
+    y = b
+    for _ in range(lb - min(la, lb)):
+        y = n_parent[y]
+    row_cmp = 0
+    stage_cmp = 0
+    while x != y:  # equal depths; the last difference seen is the first from the root
+        if n_row[x] != n_row[y]:
+            row_cmp = -1 if n_row[x] < n_row[y] else 1
+        if n_stage[x] != n_stage[y]:
+            stage_cmp = -1 if n_stage[x] < n_stage[y] else 1
+        x = n_parent[x]
+        y = n_parent[y]
+    if row_cmp != 0:
+        return row_cmp
     if la != lb:
         return -1 if la < lb else 1
-    for i in range(la):
-        if sa[i] != sb[i]:
-            return -1 if sa[i] < sb[i] else 1
-    return 0
+    return stage_cmp
 
 
 @njit(cache=True, nogil=True)

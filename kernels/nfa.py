@@ -1,6 +1,7 @@
 """The NFA^b step kernel: all keys of one batch in one call.
 
-Rows arrive grouped by key (``key_ptr``, CSR) and in time order within a key. For every
+Rows arrive in input order; ``order`` lists them grouped by key (``key_ptr``, CSR), in time
+order within a key. For every
 key the kernel carries its runs (Flink's computation states) from the previous batch,
 pushes each of the key's rows through them and writes the surviving runs back, so that a
 key's partial matches span batch boundaries. Per event it follows Flink CEP's operator:
@@ -21,61 +22,128 @@ key's partial matches span batch boundaries. Per event it follows Flink CEP's op
 A key with no live run and no waiting match skips straight to its next row whose
 ``start_mask`` is set. Matches are written as (key, emitting row, timed-out flag, timeout
 time, offset) records plus their events (row, stage) in pattern-stage order.
+
+Layout, for speed: the runs of the current event and of the next one share one set of
+flat arrays, each list a slice of its own half (``W_*``; V vectors ``vw`` floats a run, the
+empty V in the last row), so moving to the next event swaps two offsets and dropping a
+prefix of runs moves one. Nothing in the per-event loop creates an array view or rebinds an
+array except to grow it (rarely): Numba then emits no reference counting in the hot path.
+A condition's result is computed once per run and event (an IGNORE edge's ``not(take)``
+reuses it).
 """
 import numpy as np
 from numba import njit
 
 from .arrays import grow, grow_rows
-from .buffer import alloc, compare_paths, extract, path_length, release, reserve
+from .buffer import alloc, compare_paths, path_length, release, reserve
 from .vm import STACK, VW, eval_program, v_init, v_update
 
 TAKE, IGNORE, PROCEED = 0, 1, 2
 NORMAL, FINAL, STOP, PENDING = 0, 1, 2, 3
 NO_SKIP, SKIP_TO_NEXT, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST = 0, 1, 2, 3, 4
+COND_MASK, COND_PROGRAM, COND_NOT = 0, 1, 2
 BIG = np.int64(2**62)
 
 # status codes
 OK, ERR_CAPACITY = 0, 1
 
 
-@njit(cache=True, nogil=True)
-def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, vm_stack):
+@njit(cache=True, nogil=True, _nrt=False)
+def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, voff, vm_stack, c_val, c_stamp, stamp):
+    """Condition ``c`` (-1: true) for event ``row`` and the run whose V is at ``v[voff]``;
+    program results are cached under ``stamp`` (one stamp per run and event)."""
     if c < 0:
         return True
-    if cond_kind[c] == 0:
-        return masks[cond_a[c], row] != 0
-    return eval_program(code, cond_a[c], cond_b[c], consts, row, masks, cols, v, vm_stack)
+    neg = False
+    while cond_kind[c] == COND_NOT:
+        neg = not neg
+        c = cond_a[c]
+    if cond_kind[c] == COND_MASK:
+        r = masks[cond_a[c], row] != 0
+    elif c_stamp[c] == stamp:
+        r = c_val[c] != 0
+    else:
+        r = eval_program(code, cond_a[c], cond_b[c], consts, row, masks, cols, v, voff, vm_stack)
+        c_val[c] = 1 if r else 0
+        c_stamp[c] = stamp
+    return r != neg
 
 
 @njit(cache=True, nogil=True)
-def _emit(node, key, emit_row, timed_out, tts, n_row, n_stage, n_parent,
-          m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
-    """Append the match ending at ``node``: its record and its events in stage order."""
-    L = path_length(n_parent, node)
-    m_key = grow(m_key, nm + 1)
-    m_row = grow(m_row, nm + 1)
-    m_flag = grow(m_flag, nm + 1)
-    m_tts = grow(m_tts, nm + 1)
-    m_off = grow(m_off, nm + 2)
-    e_row = grow(e_row, ne + L)
-    e_stage = grow(e_stage, ne + L)
-    extract(n_row, n_stage, n_parent, node, e_row[ne:ne + L], e_stage[ne:ne + L])
-    # stage order, events in arrival order within a stage (paths usually are in stage order)
-    for i in range(ne + 1, ne + L):
-        if e_stage[i] < e_stage[i - 1]:
-            order = np.argsort(e_stage[ne:ne + L], kind="mergesort")
-            rows = e_row[ne:ne + L][order]
-            stages = e_stage[ne:ne + L][order]
-            e_row[ne:ne + L] = rows
-            e_stage[ne:ne + L] = stages
-            break
+def _write_match(node, length, key, emit_row, timed_out, tts, n_row, n_stage, n_parent,
+                 m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
+    """Write match ``nm`` (ending at ``node``, ``length`` events) at ``e_*[ne:]``: its events
+    in stage order, arrival order within a stage. Capacity must have been made."""
+    x = node
+    i = ne + length - 1
+    while x >= 0:
+        e_row[i] = n_row[x]
+        e_stage[i] = n_stage[x]
+        x = n_parent[x]
+        i -= 1
+    for i in range(ne + 1, ne + length):  # stable insertion sort by stage (usually sorted already)
+        r = e_row[i]
+        s = e_stage[i]
+        j = i - 1
+        while j >= ne and e_stage[j] > s:
+            e_row[j + 1] = e_row[j]
+            e_stage[j + 1] = e_stage[j]
+            j -= 1
+        e_row[j + 1] = r
+        e_stage[j + 1] = s
     m_key[nm] = key
     m_row[nm] = emit_row
     m_flag[nm] = timed_out
     m_tts[nm] = tts
     m_off[nm] = ne
-    m_off[nm + 1] = ne + L
-    return m_key, m_row, m_flag, m_tts, m_off, nm + 1, e_row, e_stage, ne + L
+    m_off[nm + 1] = ne + length
+
+
+@njit(cache=True, nogil=True)
+def _grow_out(m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, n_matches, n_events):
+    return (grow(m_key, n_matches), grow(m_row, n_matches), grow(m_flag, n_matches), grow(m_tts, n_matches),
+            grow(m_off, n_matches + 1), grow(e_row, n_events), grow(e_stage, n_events))
+
+
+@njit(cache=True, nogil=True)
+def _grow_runs(W_state, W_node, W_sts, W_spos, W_v, ao, na, cap, vw):
+    """Work arrays for ``cap`` runs a half, the current list (``ao``, ``na``) moved to offset 0."""
+    state = np.empty(2 * cap, np.int32)
+    node = np.empty(2 * cap, np.int64)
+    sts = np.empty(2 * cap, np.int64)
+    spos = np.empty(2 * cap, np.int64)
+    v = np.empty((2 * cap + 1) * vw, np.float64)
+    for i in range(na):
+        state[i] = W_state[ao + i]
+        node[i] = W_node[ao + i]
+        sts[i] = W_sts[ao + i]
+        spos[i] = W_spos[ao + i]
+        for j in range(vw):
+            v[i * vw + j] = W_v[(ao + i) * vw + j]
+    v_init(v[2 * cap * vw:])
+    return state, node, sts, spos, v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _move_run(W_state, W_node, W_sts, W_spos, W_v, vw, src, dst):
+    W_state[dst] = W_state[src]
+    W_node[dst] = W_node[src]
+    W_sts[dst] = W_sts[src]
+    W_spos[dst] = W_spos[src]
+    for j in range(vw):
+        W_v[dst * vw + j] = W_v[src * vw + j]
+
+
+@njit(cache=True, nogil=True)
+def _lower_bound(a, lo, hi, x):
+    """First index in ``a[lo:hi]`` (sorted) whose value is >= ``x``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @njit(cache=True, nogil=True)
@@ -115,14 +183,16 @@ def _held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage,
 
 
 @njit(cache=True, nogil=True)
-def _one_per_start(npot, p_node, p_sts, p_spos, nb, b_state, b_node, b_sts, b_spos, b_v, nh, hq_spos,
-                   n_row, n_stage, n_parent, n_ref, meta):
+def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_v, vw, kill,
+                   nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta):
     """Keep one completed match per start event (the first in queue order) and drop the
     start's other completed matches and live runs. ``p_*`` (this event's completed matches),
-    ``b_*`` (live runs) and ``hq_spos`` (waiting matches) are sorted by start event."""
+    the runs ``W_*[bo:bo+nb]`` and ``hq_spos`` (waiting matches) are sorted by start event.
+    Returns the numbers of completed matches and runs kept."""
     kept = 0
     q = 0
-    kill = np.zeros(nb, np.bool_)
+    for i in range(nb):
+        kill[i] = 0
     while q < npot:
         s = p_spos[q]
         best = q
@@ -131,7 +201,7 @@ def _one_per_start(npot, p_node, p_sts, p_spos, nb, b_state, b_node, b_sts, b_sp
             if compare_paths(n_row, n_stage, n_parent, p_node[r], p_node[best]) < 0:
                 best = r
             r += 1
-        held = np.searchsorted(hq_spos[:nh], s)
+        held = _lower_bound(hq_spos, 0, nh, s)
         keep_best = not (held < nh and hq_spos[held] == s)
         for x in range(q, r):
             if x != best or not keep_best:
@@ -141,24 +211,331 @@ def _one_per_start(npot, p_node, p_sts, p_spos, nb, b_state, b_node, b_sts, b_sp
             p_sts[kept] = p_sts[best]
             p_spos[kept] = s
             kept += 1
-        lo = np.searchsorted(b_spos[:nb], s)
-        while lo < nb and b_spos[lo] == s:
-            kill[lo] = True
+        lo = _lower_bound(W_spos, bo, bo + nb, s)
+        while lo < bo + nb and W_spos[lo] == s:
+            kill[lo - bo] = 1
             lo += 1
         q = r
     w = 0
     for i in range(nb):
         if kill[i]:
-            release(n_parent, n_ref, meta, b_node[i])
+            release(n_parent, n_ref, meta, W_node[bo + i])
         else:
             if w != i:
-                b_state[w] = b_state[i]
-                b_node[w] = b_node[i]
-                b_sts[w] = b_sts[i]
-                b_spos[w] = b_spos[i]
-                b_v[w] = b_v[i]
+                _move_run(W_state, W_node, W_sts, W_spos, W_v, vw, bo + i, bo + w)
             w += 1
     return kept, w
+
+
+@njit(cache=True, nogil=True)
+def _dfs_bounds(tr_ptr, tr_act, tr_tgt, n_states):
+    """Upper bounds, over all start states, of the pushes and of the TAKE / IGNORE edges of
+    one decision-graph DFS (every condition taken as true; PROCEED edges form a DAG)."""
+    pushes = np.ones(n_states, np.int64)
+    edges = np.zeros(n_states, np.int64)
+    for _ in range(n_states + 1):  # longest PROCEED chain < n_states: a fixpoint by then
+        for s in range(n_states):
+            p = 1
+            e = 0
+            for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+                if tr_act[tr] == PROCEED:
+                    p += pushes[tr_tgt[tr]]
+                    e += edges[tr_tgt[tr]]
+                else:
+                    e += 1
+            pushes[s] = min(p, 1 << 20)
+            edges[s] = min(e, 1 << 20)
+    return max(16, pushes.max() + 1), max(1, edges.max())
+
+
+@njit(cache=True, nogil=True)
+def _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref, meta,
+                   m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
+    """Write the matches emitted during the last event and release their nodes. Returns
+    (matches, events) written, or (-1, events needed) when the outputs are too small."""
+    total = 0
+    for i in range(npend):
+        total += path_length(n_parent, pend_node[i])
+    if nm + npend + 1 >= m_off.shape[0] or nm + npend >= m_key.shape[0] or ne + total > e_row.shape[0]:
+        return -1, total
+    for i in range(npend):
+        node = pend_node[i]
+        length = path_length(n_parent, node)
+        _write_match(node, length, k, pend_g[i], pend_flag[i], pend_tts[i], n_row, n_stage, n_parent,
+                     m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
+        nm += 1
+        ne += length
+        release(n_parent, n_ref, meta, node)
+    return nm, ne
+
+
+# what _run_key asks of its caller
+DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
+def _run_key(
+        st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
+        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
+        window, skip_code, skip_stage, want_timeouts, max_runs, dominate, per_run, vw,
+        k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
+        W_state, W_node, W_sts, W_spos, W_v, p_node, p_sts, p_spos, kill,
+        hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
+        stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
+        n_row, n_stage, n_parent, n_ref, meta,
+        m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage,
+        j, ao, a_half, na, nh, npend, nm, ne, dead, stamp):
+    """Run key ``k`` from its event ``j`` on, with the arrays it is given (it never grows
+    one, so its loops do no reference counting). Stops at an event boundary when an array is
+    too small (NEED_ROOM) or the matches of the last event do not fit the outputs (NEED_OUT,
+    ``npend`` of them waiting in ``pend_*``); the caller grows it and calls again."""
+    cap = W_state.shape[0] // 2
+    zero_off = 2 * cap * vw
+    strict_prune = skip_code == SKIP_TO_FIRST or skip_code == SKIP_TO_LAST
+    while True:
+        if npend > 0:
+            r1, r2 = _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent,
+                                    n_ref, meta, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
+            if r1 < 0:
+                return NEED_OUT, j, ao, a_half, na, nh, npend, nm, r2, dead, stamp
+            nm = r1
+            ne = r2
+            npend = 0
+        if j >= n_events:
+            return DONE, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
+        final_tick = j == n_rows
+        if final_tick:
+            row = -1
+            t = BIG
+            g = BIG
+        else:
+            row = order[row_lo + j]
+            if na == 0 and nh == 0 and (dead or start_mask[row] == 0):
+                # nothing alive for this key: jump to its next row that can start a match
+                if dead:
+                    j = n_rows
+                    continue
+                j += 1
+                while j < n_rows and start_mask[order[row_lo + j]] == 0:
+                    j += 1
+                continue
+            t = ts[row]
+            g = row0 + row
+        # room for this event: nodes, runs, completed, waiting and emitted matches
+        need = (na + 1) * per_run
+        if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + na + need > hq_sts.shape[0]
+                or nh + 2 * na + need > pend_node.shape[0] or need > p_node.shape[0]):
+            return NEED_ROOM, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
+        j += 1
+
+        for phase in range(2):  # 0: advanceTime, 1: process the event
+            npot = 0
+            if phase == 0:
+                # ---- advanceTime: the timed-out runs are a prefix (sorted by start); when
+                # none times out nothing can change (waiting matches stay held)
+                cut = 0
+                while window > 0 and cut < na and t - W_sts[ao + cut] >= window:
+                    cut += 1
+                if cut == 0:
+                    continue
+                for i in range(ao, ao + cut):
+                    if st_kind[W_state[i]] == PENDING:
+                        p_node[npot] = W_node[i]
+                        p_sts[npot] = W_sts[i]
+                        p_spos[npot] = W_spos[i]
+                        npot += 1
+                    else:
+                        if want_timeouts:
+                            n_ref[W_node[i]] += 1
+                            pend_node[npend] = W_node[i]
+                            pend_g[npend] = g
+                            pend_flag[npend] = 1
+                            pend_tts[npend] = W_sts[i] + window
+                            npend += 1
+                        release(n_parent, n_ref, meta, W_node[i])
+                # the survivors stay where they are: the list now starts after the cut
+                bo = ao + cut
+                nb = na - cut
+            else:
+                if final_tick:
+                    break
+                # ---- computeNextStates for every run, the start run last
+                bo = (1 - a_half) * cap
+                nb = 0
+                for i in range(na + (0 if dead else 1)):
+                    is_start = i == na
+                    stamp += 1
+                    if is_start:
+                        s0 = start_state
+                        node0 = -1
+                        sts0 = -1
+                        spos0 = -1
+                        voff = zero_off
+                    else:
+                        s0 = W_state[ao + i]
+                        node0 = W_node[ao + i]
+                        sts0 = W_sts[ao + i]
+                        spos0 = W_spos[ao + i]
+                        voff = (ao + i) * vw
+                    # decision graph: DFS over PROCEED edges, collecting TAKE / IGNORE edges
+                    n_edges = 0
+                    sp = 0
+                    stack[sp] = s0
+                    sp += 1
+                    while sp > 0:
+                        sp -= 1
+                        s = stack[sp]
+                        for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+                            if _cond(tr_cond[tr], cond_kind, cond_a, cond_b, code, consts, row, masks, cols,
+                                     W_v, voff, vm_stack, c_val, c_stamp, stamp):
+                                act = tr_act[tr]
+                                if act == PROCEED:
+                                    stack[sp] = tr_tgt[tr]
+                                    sp += 1
+                                else:
+                                    e_act[n_edges] = act
+                                    e_src[n_edges] = s
+                                    e_tgt[n_edges] = tr_tgt[tr]
+                                    n_edges += 1
+                    first_child = nb  # a STOP discards these (completed matches stay, as in Flink)
+                    discard = False
+                    for q in range(n_edges):
+                        act = e_act[q]
+                        tgt = e_tgt[q]
+                        if act == IGNORE:
+                            if is_start:
+                                continue
+                            node1 = node0
+                            sts1 = sts0
+                            spos1 = spos0
+                            stg = -1
+                        else:
+                            stg = st_stage[e_src[q]]
+                            node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, stg, node0)
+                            if is_start:
+                                sts1 = t
+                                spos1 = g
+                            else:
+                                sts1 = sts0
+                                spos1 = spos0
+                        # the run reaching ``tgt`` (and, after a TAKE, the final state if
+                        # PROCEED edges lead there from ``tgt``)
+                        for variant in range(2):
+                            if variant == 0:
+                                s1 = tgt
+                            else:
+                                if act != TAKE:
+                                    break
+                                s1 = -1
+                                sp = 0
+                                stack[sp] = tgt
+                                sp += 1
+                                while sp > 0 and s1 < 0:
+                                    sp -= 1
+                                    s = stack[sp]
+                                    for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+                                        if tr_act[tr] == PROCEED and _cond(
+                                                tr_cond[tr], cond_kind, cond_a, cond_b, code, consts, row,
+                                                masks, cols, W_v, voff, vm_stack, c_val, c_stamp, stamp):
+                                            if st_kind[tr_tgt[tr]] == FINAL:
+                                                s1 = tr_tgt[tr]
+                                                break
+                                            stack[sp] = tr_tgt[tr]
+                                            sp += 1
+                                if s1 < 0:
+                                    break
+                            if node1 >= 0:
+                                n_ref[node1] += 1
+                            kind = st_kind[s1]
+                            if kind == FINAL:
+                                p_node[npot] = node1
+                                p_sts[npot] = sts1
+                                p_spos[npot] = spos1
+                                npot += 1
+                            elif kind == STOP:
+                                discard = True
+                                if node1 >= 0:
+                                    release(n_parent, n_ref, meta, node1)
+                            else:
+                                x = bo + nb
+                                W_state[x] = s1
+                                W_node[x] = node1
+                                W_sts[x] = sts1
+                                W_spos[x] = spos1
+                                for jj in range(vw):
+                                    W_v[x * vw + jj] = W_v[voff + jj]
+                                if stg >= 0:
+                                    for vg in range(vg_stage.shape[0]):
+                                        if vg_stage[vg] == stg:
+                                            c = vg_col[vg]
+                                            v_update(W_v, x * vw + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
+                                nb += 1
+                        if act == TAKE and n_ref[node1] == 0:
+                            release(n_parent, n_ref, meta, node1)  # nobody kept the new node
+                    if discard:
+                        for q in range(first_child, nb):
+                            if W_node[bo + q] >= 0:
+                                release(n_parent, n_ref, meta, W_node[bo + q])
+                        nb = first_child
+                        if is_start:
+                            dead = True  # Flink discards the start state with the path
+                    if not is_start and node0 >= 0:
+                        release(n_parent, n_ref, meta, node0)
+                if nb > max_runs:
+                    return OVER_CAPACITY, j, ao, a_half, na, nh, npend, nm, nb, dead, stamp
+
+            # ---- processMatchesAccordingToSkipStrategy: queue the completed matches ...
+            if npot > 0 and dominate:
+                npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos,
+                                          W_v, vw, kill, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
+            for q in range(npot):
+                pos = nh
+                while pos > 0 and not _held_before(hq_spos[pos - 1], hq_epos[pos - 1], hq_node[pos - 1],
+                                                   p_spos[q], g, p_node[q], n_row, n_stage, n_parent):
+                    pos -= 1
+                for x in range(nh, pos, -1):
+                    hq_sts[x] = hq_sts[x - 1]
+                    hq_spos[x] = hq_spos[x - 1]
+                    hq_epos[x] = hq_epos[x - 1]
+                    hq_node[x] = hq_node[x - 1]
+                hq_sts[pos] = p_sts[q]
+                hq_spos[pos] = p_spos[q]
+                hq_epos[pos] = g
+                hq_node[pos] = p_node[q]
+                nh += 1
+            # ... and release those no earlier live run holds back
+            head = 0
+            while head < nh:
+                if skip_code != NO_SKIP and nb > 0 and hq_spos[head] > W_spos[bo]:
+                    break
+                node = hq_node[head]
+                pid = _pruning_point(skip_code, skip_stage, node, n_row, n_stage, n_parent)
+                head += 1
+                if pid >= 0:
+                    while nb > 0 and (W_spos[bo] < pid or (not strict_prune and W_spos[bo] == pid)):
+                        release(n_parent, n_ref, meta, W_node[bo])
+                        bo += 1
+                        nb -= 1
+                    while head < nh and (hq_spos[head] < pid or (not strict_prune and hq_spos[head] == pid)):
+                        release(n_parent, n_ref, meta, hq_node[head])
+                        head += 1
+                pend_node[npend] = node  # the queue's reference moves to the emitted match
+                pend_g[npend] = g
+                pend_flag[npend] = 0
+                pend_tts[npend] = 0
+                npend += 1
+            if head > 0:
+                for x in range(nh - head):
+                    hq_sts[x] = hq_sts[x + head]
+                    hq_spos[x] = hq_spos[x + head]
+                    hq_epos[x] = hq_epos[x + head]
+                    hq_node[x] = hq_node[x + head]
+                nh -= head
+            # the next list becomes the current one
+            if phase == 1:
+                a_half = 1 - a_half
+            ao = bo
+            na = nb
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -167,19 +544,20 @@ def run_batch(
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
         cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
         window, skip_code, skip_stage, want_timeouts, max_runs, flush,
-        # the batch (rows grouped by key)
-        n_keys, key_ptr, ts, gpos, masks, cols, start_mask,
+        # the batch: rows in input order, ``order`` lists them grouped by key (``key_ptr``);
+        # ``row0`` is the stream position of the batch's first row
+        n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
         # carried state: runs and waiting matches per key (CSR over keys); start_dead[k] is set
-    # (in place) when a STOP state discarded key k's start run, which Flink never recreates
+        # (in place) when a STOP state discarded key k's start run, which Flink never recreates
         r_ptr, r_state, r_node, r_sts, r_spos, r_v,
         h_ptr, h_sts, h_spos, h_epos, h_node, start_dead,
         # the shared buffer
         n_row, n_stage, n_parent, n_ref, meta):
     """Process one batch; see the module docstring. Returns the new carried state, the
     (possibly grown) buffer, the emitted matches and a status (code, key, count)."""
-    n_trans = tr_act.shape[0]
     vw = r_v.shape[1]
-    per_run = 2 * n_trans + 1
+    max_push, max_edges = _dfs_bounds(tr_ptr, tr_act, tr_tgt, st_kind.shape[0])
+    per_run = 2 * max_edges + 1
     # new carried state
     nr_ptr = np.zeros(n_keys + 1, np.int64)
     nr_state = np.empty(max(16, r_state.shape[0]), np.int32)
@@ -203,33 +581,31 @@ def run_batch(
     nm = 0
     ne = 0
     status = np.zeros(3, np.int64)
-    # work lists: current runs (a), next runs (b), waiting matches (h), completed this event (p)
+    # work arrays (see _run_key); grown between its calls
     cap = 64
-    a_state = np.empty(cap, np.int32)
-    a_node = np.empty(cap, np.int64)
-    a_sts = np.empty(cap, np.int64)
-    a_spos = np.empty(cap, np.int64)
-    a_v = np.empty((cap, vw), np.float64)
-    b_state = np.empty(cap, np.int32)
-    b_node = np.empty(cap, np.int64)
-    b_sts = np.empty(cap, np.int64)
-    b_spos = np.empty(cap, np.int64)
-    b_v = np.empty((cap, vw), np.float64)
+    W_state, W_node, W_sts, W_spos, W_v = _grow_runs(np.empty(0, np.int32), np.empty(0, np.int64),
+                                                     np.empty(0, np.int64), np.empty(0, np.int64),
+                                                     np.empty(0, np.float64), 0, 0, cap, vw)
+    p_node = np.empty(cap, np.int64)
+    p_sts = np.empty(cap, np.int64)
+    p_spos = np.empty(cap, np.int64)
+    kill = np.empty(cap, np.uint8)
     hq_sts = np.empty(cap, np.int64)
     hq_spos = np.empty(cap, np.int64)
     hq_epos = np.empty(cap, np.int64)
     hq_node = np.empty(cap, np.int64)
-    p_node = np.empty(cap, np.int64)
-    p_sts = np.empty(cap, np.int64)
-    p_spos = np.empty(cap, np.int64)
-    zero_v = np.empty(vw, np.float64)
-    v_init(zero_v)
-    tmp_v = np.empty(vw, np.float64)
-    stack = np.empty(max(16, 4 * st_kind.shape[0]), np.int64)
+    pend_node = np.empty(cap, np.int64)
+    pend_g = np.empty(cap, np.int64)
+    pend_flag = np.empty(cap, np.int32)
+    pend_tts = np.empty(cap, np.int64)
+    stack = np.empty(max_push, np.int64)
+    e_act = np.empty(max_edges, np.int32)
+    e_src = np.empty(max_edges, np.int32)
+    e_tgt = np.empty(max_edges, np.int32)
     vm_stack = np.empty(STACK, np.float64)
-    e_act = np.empty(n_trans + 1, np.int32)
-    e_src = np.empty(n_trans + 1, np.int32)
-    e_tgt = np.empty(n_trans + 1, np.int32)
+    c_val = np.zeros(cond_kind.shape[0] + 1, np.uint8)
+    c_stamp = np.full(cond_kind.shape[0] + 1, -1, np.int64)
+    stamp = 0
     n_old_keys = r_ptr.shape[0] - 1
     # Under skip-past-last-event / skip-to-next, the first completed match of a start prunes
     # every other run and match of that start when it is released, and is pruned together with
@@ -245,307 +621,90 @@ def run_batch(
         nh = 0
         if k < n_old_keys:
             lo = r_ptr[k]
-            hi = r_ptr[k + 1]
-            na = hi - lo
-            if na > a_state.shape[0]:
-                cap2 = 2 * na
-                a_state = np.empty(cap2, np.int32)
-                a_node = np.empty(cap2, np.int64)
-                a_sts = np.empty(cap2, np.int64)
-                a_spos = np.empty(cap2, np.int64)
-                a_v = np.empty((cap2, vw), np.float64)
+            na = r_ptr[k + 1] - lo
+            if na > cap:
+                cap = 2 * na
+                W_state, W_node, W_sts, W_spos, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_v, 0, 0, cap, vw)
             for i in range(na):
-                a_state[i] = r_state[lo + i]
-                a_node[i] = r_node[lo + i]
-                a_sts[i] = r_sts[lo + i]
-                a_spos[i] = r_spos[lo + i]
-                a_v[i] = r_v[lo + i]
+                W_state[i] = r_state[lo + i]
+                W_node[i] = r_node[lo + i]
+                W_sts[i] = r_sts[lo + i]
+                W_spos[i] = r_spos[lo + i]
+                for jj in range(vw):
+                    W_v[i * vw + jj] = r_v[lo + i, jj]
             lo = h_ptr[k]
-            hi = h_ptr[k + 1]
-            nh = hi - lo
-            hq_sts = grow(hq_sts, nh)
-            hq_spos = grow(hq_spos, nh)
-            hq_epos = grow(hq_epos, nh)
-            hq_node = grow(hq_node, nh)
+            nh = h_ptr[k + 1] - lo
+            if nh > hq_sts.shape[0]:
+                hq_sts = grow(hq_sts, nh)
+                hq_spos = grow(hq_spos, nh)
+                hq_epos = grow(hq_epos, nh)
+                hq_node = grow(hq_node, nh)
             for i in range(nh):
                 hq_sts[i] = h_sts[lo + i]
                 hq_spos[i] = h_spos[lo + i]
                 hq_epos[i] = h_epos[lo + i]
                 hq_node[i] = h_node[lo + i]
-
-        row_lo = key_ptr[k]
-        row_hi = key_ptr[k + 1]
-        n_events = row_hi - row_lo + (1 if flush else 0)
+        ao = 0
+        a_half = 0
+        npend = 0
         j = 0
-        while j < n_events:
-            final_tick = j == row_hi - row_lo
-            if final_tick:
-                row = -1
-                t = BIG
-                g = BIG
-            else:
-                row = row_lo + j
-                if na == 0 and nh == 0 and (start_mask[row] == 0 or start_dead[k]):
-                    # nothing alive for this key: jump to its next row that can start a match
-                    j += 1
-                    while j < row_hi - row_lo and (start_mask[row_lo + j] == 0 or start_dead[k]):
-                        j += 1
-                    continue
-                t = ts[row]
-                g = gpos[row]
-            j += 1
-            # capacity for this event: nodes, runs, completed matches
+        dead = start_dead[k] != 0
+        n_rows = key_ptr[k + 1] - key_ptr[k]
+        n_events = n_rows + 1 if flush else n_rows
+        row_lo = key_ptr[k]
+        while True:
+            code_, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp = _run_key(
+                st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
+                cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
+                window, skip_code, skip_stage, want_timeouts, max_runs, dominate, per_run, vw,
+                k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
+                W_state, W_node, W_sts, W_spos, W_v, p_node, p_sts, p_spos, kill,
+                hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
+                stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
+                n_row, n_stage, n_parent, n_ref, meta,
+                m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage,
+                j, ao, a_half, na, nh, npend, nm, ne, dead, stamp)
+            if code_ == DONE:
+                break
+            if code_ == OVER_CAPACITY:
+                start_dead[k] = 1 if dead else 0
+                status[0] = ERR_CAPACITY
+                status[1] = k
+                status[2] = ne  # the number of runs
+                return (nr_ptr, nr_state, nr_node, nr_sts, nr_spos, nr_v, nh_ptr, nh_sts, nh_spos,
+                        nh_epos, nh_node, n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts,
+                        m_off, nm, e_row, e_stage, 0, status)
+            if code_ == NEED_OUT:  # ``ne`` holds the events the waiting matches need
+                ne_now = m_off[nm]
+                m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = _grow_out(
+                    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + npend + 2, ne_now + ne)
+                ne = ne_now
+                continue
+            # NEED_ROOM
             need = (na + 1) * per_run
-            n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
-            if b_state.shape[0] < need:
-                cap2 = 2 * need
-                b_state = np.empty(cap2, np.int32)
-                b_node = np.empty(cap2, np.int64)
-                b_sts = np.empty(cap2, np.int64)
-                b_spos = np.empty(cap2, np.int64)
-                b_v = np.empty((cap2, vw), np.float64)
-                p_node = np.empty(cap2, np.int64)
-                p_sts = np.empty(cap2, np.int64)
-                p_spos = np.empty(cap2, np.int64)
-            hq_sts = grow(hq_sts, nh + need)
-            hq_spos = grow(hq_spos, nh + need)
-            hq_epos = grow(hq_epos, nh + need)
-            hq_node = grow(hq_node, nh + need)
-
-            for phase in range(2):  # 0: advanceTime, 1: process the event
-                npot = 0
-                if phase == 0:
-                    # ---- advanceTime: the timed-out runs are a prefix (sorted by start); when
-                    # none times out nothing can change (waiting matches stay held)
-                    cut = 0
-                    while window > 0 and cut < na and t - a_sts[cut] >= window:
-                        cut += 1
-                    if cut == 0:
-                        continue
-                    for i in range(cut):
-                        if st_kind[a_state[i]] == PENDING:
-                            p_node[npot] = a_node[i]
-                            p_sts[npot] = a_sts[i]
-                            p_spos[npot] = a_spos[i]
-                            npot += 1
-                        else:
-                            if want_timeouts:
-                                m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne = _emit(
-                                    a_node[i], k, g, 1, a_sts[i] + window, n_row, n_stage, n_parent,
-                                    m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
-                            release(n_parent, n_ref, meta, a_node[i])
-                    nb = na - cut
-                    for i in range(nb):
-                        b_state[i] = a_state[cut + i]
-                        b_node[i] = a_node[cut + i]
-                        b_sts[i] = a_sts[cut + i]
-                        b_spos[i] = a_spos[cut + i]
-                        b_v[i] = a_v[cut + i]
-                else:
-                    if final_tick:
-                        break
-                    # ---- computeNextStates for every run, the start run last
-                    nb = 0
-                    for i in range(na + (0 if start_dead[k] else 1)):
-                        is_start = i == na
-                        if is_start:
-                            s0 = start_state
-                            node0 = -1
-                            sts0 = -1
-                            spos0 = -1
-                            v0 = zero_v
-                        else:
-                            s0 = a_state[i]
-                            node0 = a_node[i]
-                            sts0 = a_sts[i]
-                            spos0 = a_spos[i]
-                            v0 = a_v[i]
-                        # decision graph: DFS over PROCEED edges, collecting TAKE / IGNORE edges
-                        ne_ = 0
-                        sp = 0
-                        stack[sp] = s0
-                        sp += 1
-                        while sp > 0:
-                            sp -= 1
-                            s = stack[sp]
-                            for tr in range(tr_ptr[s], tr_ptr[s + 1]):
-                                if _cond(tr_cond[tr], cond_kind, cond_a, cond_b, code, consts, row, masks,
-                                         cols, v0, vm_stack):
-                                    act = tr_act[tr]
-                                    if act == PROCEED:
-                                        if sp == stack.shape[0]:
-                                            stack = grow(stack, 2 * sp)
-                                        stack[sp] = tr_tgt[tr]
-                                        sp += 1
-                                    else:
-                                        if ne_ == e_act.shape[0]:
-                                            e_act = grow(e_act, 2 * ne_)
-                                            e_src = grow(e_src, 2 * ne_)
-                                            e_tgt = grow(e_tgt, 2 * ne_)
-                                        e_act[ne_] = act
-                                        e_src[ne_] = s
-                                        e_tgt[ne_] = tr_tgt[tr]
-                                        ne_ += 1
-                        first_child = nb  # a STOP discards these (completed matches stay, as in Flink)
-                        discard = False
-                        for q in range(ne_):
-                            act = e_act[q]
-                            tgt = e_tgt[q]
-                            if act == IGNORE:
-                                if is_start:
-                                    continue
-                                node1 = node0
-                                sts1 = sts0
-                                spos1 = spos0
-                                tmp_v[:] = v0
-                            else:
-                                stg = st_stage[e_src[q]]
-                                node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, stg, node0)
-                                if is_start:
-                                    sts1 = t
-                                    spos1 = g
-                                else:
-                                    sts1 = sts0
-                                    spos1 = spos0
-                                tmp_v[:] = v0
-                                for vg in range(vg_stage.shape[0]):
-                                    if vg_stage[vg] == stg:
-                                        c = vg_col[vg]
-                                        v_update(tmp_v, vg * VW, cols[c, row] if c >= 0 else 0.0, g)
-                            # the run reaching ``tgt`` (and, after a TAKE, the final state if
-                            # PROCEED edges lead there from ``tgt``)
-                            for variant in range(2):
-                                if variant == 0:
-                                    s1 = tgt
-                                else:
-                                    if act != TAKE:
-                                        break
-                                    s1 = -1
-                                    sp = 0
-                                    stack[sp] = tgt
-                                    sp += 1
-                                    while sp > 0 and s1 < 0:
-                                        sp -= 1
-                                        s = stack[sp]
-                                        for tr in range(tr_ptr[s], tr_ptr[s + 1]):
-                                            if tr_act[tr] == PROCEED and _cond(
-                                                    tr_cond[tr], cond_kind, cond_a, cond_b, code, consts,
-                                                    row, masks, cols, v0, vm_stack):
-                                                if st_kind[tr_tgt[tr]] == FINAL:
-                                                    s1 = tr_tgt[tr]
-                                                    break
-                                                if sp == stack.shape[0]:
-                                                    stack = grow(stack, 2 * sp)
-                                                stack[sp] = tr_tgt[tr]
-                                                sp += 1
-                                    if s1 < 0:
-                                        break
-                                if node1 >= 0:
-                                    n_ref[node1] += 1
-                                kind = st_kind[s1]
-                                if kind == FINAL:
-                                    p_node[npot] = node1
-                                    p_sts[npot] = sts1
-                                    p_spos[npot] = spos1
-                                    npot += 1
-                                elif kind == STOP:
-                                    discard = True
-                                    if node1 >= 0:
-                                        release(n_parent, n_ref, meta, node1)
-                                else:
-                                    b_state[nb] = s1
-                                    b_node[nb] = node1
-                                    b_sts[nb] = sts1
-                                    b_spos[nb] = spos1
-                                    b_v[nb] = tmp_v
-                                    nb += 1
-                            if act == TAKE and n_ref[node1] == 0:
-                                release(n_parent, n_ref, meta, node1)  # nobody kept the new node
-                        if discard:
-                            for q in range(first_child, nb):
-                                if b_node[q] >= 0:
-                                    release(n_parent, n_ref, meta, b_node[q])
-                            nb = first_child
-                            if is_start:
-                                start_dead[k] = 1  # Flink discards the start state with the path
-                        if not is_start and node0 >= 0:
-                            release(n_parent, n_ref, meta, node0)
-                    if nb > max_runs:
-                        status[0] = ERR_CAPACITY
-                        status[1] = k
-                        status[2] = nb
-                        return (nr_ptr, nr_state, nr_node, nr_sts, nr_spos, nr_v, nh_ptr, nh_sts, nh_spos,
-                                nh_epos, nh_node, n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts,
-                                m_off, nm, e_row, e_stage, ne, status)
-
-                # ---- processMatchesAccordingToSkipStrategy: queue the completed matches ...
-                if npot > 0 and dominate:
-                    npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, nb, b_state, b_node, b_sts,
-                                              b_spos, b_v, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
-                for q in range(npot):
-                    pos = nh
-                    while pos > 0 and not _held_before(hq_spos[pos - 1], hq_epos[pos - 1], hq_node[pos - 1],
-                                                       p_spos[q], g, p_node[q], n_row, n_stage,
-                                                       n_parent):
-                        pos -= 1
-                    for x in range(nh, pos, -1):
-                        hq_sts[x] = hq_sts[x - 1]
-                        hq_spos[x] = hq_spos[x - 1]
-                        hq_epos[x] = hq_epos[x - 1]
-                        hq_node[x] = hq_node[x - 1]
-                    hq_sts[pos] = p_sts[q]
-                    hq_spos[pos] = p_spos[q]
-                    hq_epos[pos] = g
-                    hq_node[pos] = p_node[q]
-                    nh += 1
-                # ... and release those no earlier live run holds back
-                while nh > 0:
-                    if skip_code != NO_SKIP and nb > 0 and hq_spos[0] > b_spos[0]:
-                        break
-                    node = hq_node[0]
-                    pid = _pruning_point(skip_code, skip_stage, node, n_row, n_stage, n_parent)
-                    for x in range(nh - 1):
-                        hq_sts[x] = hq_sts[x + 1]
-                        hq_spos[x] = hq_spos[x + 1]
-                        hq_epos[x] = hq_epos[x + 1]
-                        hq_node[x] = hq_node[x + 1]
-                    nh -= 1
-                    if pid >= 0:
-                        strict = skip_code == SKIP_TO_FIRST or skip_code == SKIP_TO_LAST
-                        cut = 0
-                        while cut < nb and (b_spos[cut] < pid or (not strict and b_spos[cut] == pid)):
-                            release(n_parent, n_ref, meta, b_node[cut])
-                            cut += 1
-                        if cut > 0:
-                            for x in range(nb - cut):
-                                b_state[x] = b_state[x + cut]
-                                b_node[x] = b_node[x + cut]
-                                b_sts[x] = b_sts[x + cut]
-                                b_spos[x] = b_spos[x + cut]
-                                b_v[x] = b_v[x + cut]
-                            nb -= cut
-                        cut = 0
-                        while cut < nh and (hq_spos[cut] < pid or (not strict and hq_spos[cut] == pid)):
-                            release(n_parent, n_ref, meta, hq_node[cut])
-                            cut += 1
-                        if cut > 0:
-                            for x in range(nh - cut):
-                                hq_sts[x] = hq_sts[x + cut]
-                                hq_spos[x] = hq_spos[x + cut]
-                                hq_epos[x] = hq_epos[x + cut]
-                                hq_node[x] = hq_node[x + cut]
-                            nh -= cut
-                    m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne = _emit(
-                        node, k, g, 0, 0, n_row, n_stage, n_parent,
-                        m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
-                    release(n_parent, n_ref, meta, node)
-                # the next list becomes the current one
-                a_state, b_state = b_state, a_state
-                a_node, b_node = b_node, a_node
-                a_sts, b_sts = b_sts, a_sts
-                a_spos, b_spos = b_spos, a_spos
-                a_v, b_v = b_v, a_v
-                na = nb
+            if n_row.shape[0] - meta[0] + meta[2] < need:
+                n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
+            if need > cap or need > p_node.shape[0]:
+                cap = max(cap, 2 * need)
+                W_state, W_node, W_sts, W_spos, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_v, ao, na, cap, vw)
+                ao = 0
+                a_half = 0
+                p_node = np.empty(cap, np.int64)
+                p_sts = np.empty(cap, np.int64)
+                p_spos = np.empty(cap, np.int64)
+                kill = np.empty(cap, np.uint8)
+            room = 2 * (nh + 2 * na + need)
+            if room > hq_sts.shape[0]:
+                hq_sts = grow(hq_sts, room)
+                hq_spos = grow(hq_spos, room)
+                hq_epos = grow(hq_epos, room)
+                hq_node = grow(hq_node, room)
+            if room > pend_node.shape[0]:
+                pend_node = grow(pend_node, room)
+                pend_g = grow(pend_g, room)
+                pend_flag = grow(pend_flag, room)
+                pend_tts = grow(pend_tts, room)
+        start_dead[k] = 1 if dead else 0
 
         # ---- store the key's runs and waiting matches
         if out_runs + na > nr_state.shape[0]:
@@ -556,11 +715,12 @@ def run_batch(
             nr_spos = grow(nr_spos, n2)
             nr_v = grow_rows(nr_v, n2)
         for i in range(na):
-            nr_state[out_runs + i] = a_state[i]
-            nr_node[out_runs + i] = a_node[i]
-            nr_sts[out_runs + i] = a_sts[i]
-            nr_spos[out_runs + i] = a_spos[i]
-            nr_v[out_runs + i] = a_v[i]
+            nr_state[out_runs + i] = W_state[ao + i]
+            nr_node[out_runs + i] = W_node[ao + i]
+            nr_sts[out_runs + i] = W_sts[ao + i]
+            nr_spos[out_runs + i] = W_spos[ao + i]
+            for jj in range(vw):
+                nr_v[out_runs + i, jj] = W_v[(ao + i) * vw + jj]
         out_runs += na
         nr_ptr[k + 1] = out_runs
         if out_held + nh > nh_sts.shape[0]:

@@ -1,5 +1,9 @@
 """Condition bytecode: a tiny stack machine over float64, evaluated per (run, event).
 
+The runs' V vectors live in one flat array (``VW`` floats per group, the run's vector at an
+offset), so evaluating a condition never creates an array view: the hot loop does no
+reference counting.
+
 Conditions that read only the current event are evaluated column-at-a-time into masks
 before the kernel runs; what is left here reads the run's aggregate vector V (the SASE+
 paper's computation-state vector). A program is a slice of ``code`` (int32) with constants
@@ -62,9 +66,31 @@ def v_init(v):
         v[b + V_LAST_POS] = np.nan
 
 
-@njit(cache=True, nogil=True)
-def _agg(func, code, pc, ng, v):
-    """Aggregate ``func`` over the V groups listed at ``code[pc:pc+ng]``."""
+@njit(cache=True, nogil=True, inline="always")
+def _agg_one(func, v, b):
+    """Aggregate ``func`` over the one V group starting at ``b`` (the common case)."""
+    if func == AGG_COUNT:
+        return v[b + V_N]
+    if func == AGG_SUM:
+        return v[b + V_SUM]
+    if v[b + V_VALID] == 0.0:
+        return np.nan
+    if func == AGG_LAST:
+        return v[b + V_LAST]
+    if func == AGG_FIRST:
+        return v[b + V_FIRST]
+    if func == AGG_AVG:
+        return v[b + V_SUM] / v[b + V_VALID]
+    if func == AGG_MIN:
+        return v[b + V_MIN]
+    return v[b + V_MAX]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _agg(func, code, pc, ng, v, voff):
+    """Aggregate ``func`` over the V groups listed at ``code[pc:pc+ng]`` of the V at ``voff``."""
+    if ng == 1:
+        return _agg_one(func, v, voff + code[pc] * VW)
     n = 0.0
     valid = 0.0
     s = 0.0
@@ -75,7 +101,7 @@ def _agg(func, code, pc, ng, v):
     lv = np.nan
     lpos = -np.inf
     for j in range(ng):
-        b = code[pc + j] * VW
+        b = voff + code[pc + j] * VW
         n += v[b + V_N]
         if v[b + V_VALID] > 0.0:
             valid += v[b + V_VALID]
@@ -107,10 +133,11 @@ def _agg(func, code, pc, ng, v):
     return lv
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def eval_program(code, start, end, consts, row, masks, cols, v, stack):
-    """Run the program ``code[start:end]`` for event ``row`` and the run whose V is ``v``
-    (``stack``: scratch space of ``STACK`` floats); returns True when the condition holds."""
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
+def eval_program(code, start, end, consts, row, masks, cols, v, voff, stack):
+    """Run the program ``code[start:end]`` for event ``row`` and the run whose V starts at
+    ``v[voff]`` (``stack``: scratch space of ``STACK`` floats); returns True when the
+    condition holds."""
     sp = 0
     pc = start
     while pc < end:
@@ -129,7 +156,7 @@ def eval_program(code, start, end, consts, row, masks, cols, v, stack):
             pc += 2
         elif op == OP_AGG:
             ng = code[pc + 2]
-            stack[sp] = _agg(code[pc + 1], code, pc + 3, ng, v)
+            stack[sp] = _agg(code[pc + 1], code, pc + 3, ng, v, voff)
             sp += 1
             pc += 3 + ng
         elif op == OP_ARITH:

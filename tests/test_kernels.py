@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import colcep as cc
 from colcep.conditions import lower
 from colcep.kernels import buffer as kb
+from colcep.kernels import nfa as knfa
 from colcep.kernels import vm
 from reference import dewey_add_stage, dewey_compatible, dewey_increase, eval_expr
 
@@ -161,11 +162,11 @@ def test_vm_matches_python_evaluation(expr, taken, price, volume):
                 c = low.vg_col[g]
                 x = _value(low.col_exprs[c], {"price": float(p), "volume": float(vol)}) if c >= 0 else 0.0
                 vm.v_update(v, g * vm.VW, x, float(pos))
-    if low.cond_kind[0] == 0:
-        got = bool(masks[low.cond_a[0], 0])
-    else:
-        got = vm.eval_program(low.code, low.cond_a[0], low.cond_b[0], low.consts, 0, masks, cols, v,
-                              np.empty(vm.STACK))
+    # the kernel's entry point for a condition (mask, program or negation), V at an offset
+    v_at = np.concatenate([np.full(7, np.nan), v])
+    n = len(low.cond_kind)
+    got = knfa._cond(0, low.cond_kind, low.cond_a, low.cond_b, low.code, low.consts, 0, masks, cols, v_at, 7,
+                     np.empty(vm.STACK), np.zeros(n, np.uint8), np.full(n, -1, np.int64), 1)
     assert got == bool(eval_expr(expr, event, match))
 
 
