@@ -307,7 +307,7 @@ class _Compiler:
             if "GREEDY" in cur.props:
                 until = cur.until
                 if until is not None:
-                    st.add(PROCEED, self.original_state_map[proceed.name], c_and(proceed_cond, until))
+                    st.add(PROCEED, self.original_sink(proceed), c_and(proceed_cond, until))
                 st.add(PROCEED, proceed, c_and(proceed_cond, c_not(until)) if until is not None else proceed_cond)
             else:
                 st.add(PROCEED, proceed, proceed_cond)
@@ -321,6 +321,26 @@ class _Compiler:
                 ig = st
             st.add(IGNORE, ig, ignore)
         return st
+
+    def original_sink(self, proceed: State) -> State:
+        """The copy of ``proceed`` taken before the greedy condition was folded into it (the
+        target of an optional greedy loop's PROCEED-on-until edge).
+
+        ``create_looping`` files that copy under the name of the loop's sink; for an optional loop
+        behind a ``not_followed_by`` that sink is ``copy_without_transitive_nots(proceed)``, a state
+        with a new name, so nothing is filed under ``proceed``. Flink's ``originalStateMap.get``
+        then returns null and the NFA gets a PROCEED edge without a target, which throws (an NPE
+        in ``NFA.findFinalStateAfterProceed`` / ``createDecisionGraph``) as soon as the until
+        condition holds where the loop starts: Flink cannot run the pattern, so it is refused."""
+        original = self.original_state_map.get(proceed.name)
+        if original is None:
+            nots = ", ".join(repr(name) for _, name in self.current_not_conditions()) or "?"
+            raise PatternError(
+                f"stage {self.current.name!r}: an optional greedy loop with an until condition cannot follow a "
+                f"not_followed_by stage ({nots}), directly or across optional stages; Flink CEP compiles it to a "
+                "PROCEED edge without a target state and fails at run time once the until condition holds. "
+                "Drop greedy() or optional(), or move the not_followed_by")
+        return original
 
     def create_group_state(self, group: _P, sink: State, proceed: "State | None", optional: bool) -> State:
         proceed_cond = self.true_condition()

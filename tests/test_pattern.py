@@ -65,6 +65,47 @@ def test_not_followed_by_at_the_end_with_window_compiles():
     compile_pattern(P().not_followed_by("n").where(A).within(10))
 
 
+def _a_not_a():
+    return Pattern.begin("s1").where(A).not_followed_by("s2").where(A)
+
+
+B = col("name") == "b"
+
+
+@pytest.mark.parametrize("pattern", [
+    # found by test_property (it used to raise KeyError '$endState$' inside the compiler)
+    _a_not_a().next("s3").where(A).times_or_more(1).optional().greedy().until(A),
+    # the not_followed_by reaches the loop across an optional stage
+    _a_not_a().followed_by("x").where(B).optional().followed_by("s3").where(A).one_or_more().optional().greedy()
+    .until(B),
+    # inside a group
+    P("s0").followed_by(Pattern.begin("g").where(B).not_followed_by("s2").where(A).followed_by("s3").where(A)
+                        .one_or_more().optional().greedy().until(B)),
+])
+def test_optional_greedy_until_loop_behind_not_followed_by_is_refused(pattern):
+    """Flink's NFACompiler files the greedy loop's pre-greedy sink copy under the name of the
+    NOT-free copy of the sink, then looks it up under the sink's own name: the PROCEED-on-until
+    edge gets a null target and Flink fails at run time. colcep refuses the pattern instead."""
+    rule = r"stage 's3': an optional greedy loop with an until condition cannot follow a not_followed_by stage \('s2'\)"
+    with pytest.raises(cc.PatternError, match=rule):
+        compile_pattern(pattern)
+    tbl = pa.table({"ts": [0, 1, 2], "name": ["a", "a", "b"]})
+    with pytest.raises(cc.PatternError, match=rule):
+        cc.match(tbl, pattern, time="ts")
+
+
+def test_optional_until_loop_behind_not_followed_by_without_greedy_still_runs():
+    """The rule above is narrow: without greedy() (or without optional()) the pattern compiles.
+    The loop can take nothing (until == its own condition), so each 'a' is a match on its own."""
+    from reference import run_reference  # tests/ is on sys.path (conftest)
+
+    compile_pattern(_a_not_a().next("s3").where(A).times_or_more(1).greedy().until(A))
+    prog = compile_pattern(_a_not_a().next("s3").where(A).times_or_more(1).optional().until(A))
+    events = [{"name": n, "ts": i, "__ts": i} for i, n in enumerate("acaab")]
+    matches, _ = run_reference(prog, events, None, 0)
+    assert matches == [{"s1": [0]}, {"s1": [2]}, {"s1": [3]}]
+
+
 def test_builder_is_immutable():
     base = P()
     longer = base.followed_by("b").where(A)
