@@ -30,6 +30,7 @@ from .pattern import Pattern, parse_duration
 
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
+CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache
 
 
 def as_table(data: Any) -> pa.Table:
@@ -251,7 +252,7 @@ class Matcher:
                 [self._key_last_ts, np.full(n_keys - self._key_last_ts.shape[0], np.iinfo(np.int64).min)])
         if self._start_dead.shape[0] < n_keys:
             self._start_dead = np.concatenate([self._start_dead, np.zeros(n_keys - self._start_dead.shape[0], np.uint8)])
-        order, key_ptr, bad = karr.group_by_key_in_order(codes, n_keys, ts, self._key_last_ts)
+        bad = karr.first_out_of_order(codes, ts, self._key_last_ts)
         if bad >= 0:
             k = self._keys.values[codes[bad]]
             raise InputError(
@@ -261,7 +262,6 @@ class Matcher:
         needed = set()
         for e in lw.mask_exprs + lw.col_exprs:
             needed |= e.columns()
-        # conditions are evaluated in input order: the kernel reads rows through ``order``
         env = self._env(tbl, needed) if n else {c: np.zeros(0) for c in needed}
         masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
         for i, e in enumerate(lw.mask_exprs):
@@ -270,14 +270,32 @@ class Matcher:
         for i, e in enumerate(lw.col_exprs):
             cols[i] = cond.evaluate(e, env, n, self._strings)
         start_mask = self._start_mask(masks, n)
-        p = self.program
+        # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
+        # (in arrival order) those reads stay in the cache.
+        parts = []
+        for lo in range(0, max(n, 1), CHUNK_ROWS):
+            hi = min(n, lo + CHUNK_ROWS)
+            last = hi == n
+            parts.append(self._kernel(codes[lo:hi], n_keys, self._rows_seen + lo, ts[lo:hi], masks[:, lo:hi],
+                                      cols[:, lo:hi], start_mask[lo:hi], flush and last))
+        if tbl is not None and self.columns != []:
+            self._retained.append((self._rows_seen, tbl))
+        self._rows_seen += n
+        out = self._output(*_concat_matches(parts), self._rows_seen - n, self._rows_seen)
+        self._trim_retained()
+        return out
+
+    def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, flush):
+        """One kernel call over rows in arrival order; returns the matches it emitted."""
+        order, key_ptr = karr.group_by_key(codes, n_keys)
+        lw, p = self._lowered, self.program
         skip = p.pattern.skip_strategy
         skip_stage = p.stage_names.index(skip.stage) if skip.stage is not None else -1
         res = knfa.run_batch(
             p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
             lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
             self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
-            n_keys, key_ptr, order, self._rows_seen, ts, masks, cols, start_mask,
+            n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
             *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4])
         (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
          n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
@@ -289,12 +307,7 @@ class Matcher:
                 "selective condition, a skip strategy) or raise the bound")
         self._runs = (r_ptr, r_state, r_node, r_sts, r_spos, r_v)
         self._held = (h_ptr, h_sts, h_spos, h_epos, h_node)
-        if tbl is not None and self.columns != []:
-            self._retained.append((self._rows_seen, tbl))
-        self._rows_seen += n
-        out = self._output(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne], e_stage[:ne])
-        self._trim_retained()
-        return out
+        return m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne], e_stage[:ne]
 
     def _check_schema(self, schema: pa.Schema) -> None:
         for name in {self.time, self.key} - {None}:
@@ -351,20 +364,13 @@ class Matcher:
             return [c for c in schema.names if c != self.key]
         return [c for c in self.columns if c != self.key]
 
-    def _output(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage) -> pa.Table:
+    def _output(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0) -> pa.Table:
+        """The matches as a table, in emission order: by emitting row (in ``[lo, hi)``, or at
+        the end of input), then in kernel order."""
         nm = m_key.shape[0]
-        order = np.lexsort((np.arange(nm), m_row))  # emission order: by emitting event, then kernel order
-        lens = (m_off[1:] - m_off[:-1])[order] if nm else np.zeros(0, np.int64)
+        order, rows, stages, match_of_event = karr.matches_in_emission_order(m_row, m_off, e_row, e_stage, lo, hi)
         ids = self._matches_out + np.arange(nm, dtype=np.int64)
         self._matches_out += nm
-        if nm:
-            idx = np.concatenate([np.arange(m_off[i], m_off[i + 1]) for i in order]) if nm < 64 else \
-                _gather_ranges(m_off, order)
-        else:
-            idx = np.zeros(0, np.int64)
-        rows = e_row[idx]
-        stages = e_stage[idx]
-        match_of_event = np.repeat(np.arange(nm), lens)
         schema = self.output_schema()
         cols: dict[str, pa.Array] = {"match_id": pa.array(ids[match_of_event], pa.int64())}
         if self.key is not None:
@@ -404,14 +410,14 @@ class Matcher:
             self._retained.pop(0)
 
 
-def _gather_ranges(m_off: np.ndarray, order: np.ndarray) -> np.ndarray:
-    starts = m_off[:-1][order]
-    lens = (m_off[1:] - m_off[:-1])[order]
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
-    return offs + np.arange(total)
+def _concat_matches(parts: list) -> tuple:
+    """The kernel outputs of several calls as one (event offsets shifted)."""
+    if len(parts) == 1:
+        return parts[0]
+    shift = np.cumsum([0] + [p[5].shape[0] for p in parts[:-1]])
+    m_off = np.concatenate([[0]] + [p[4][1:] + s for p, s in zip(parts, shift)])
+    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), m_off,
+            np.concatenate([p[5] for p in parts]), np.concatenate([p[6] for p in parts]))
 
 
 def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",

@@ -42,16 +42,46 @@ def group_by_key(codes, n_keys):
 
 
 @njit(cache=True, nogil=True)
-def group_by_key_in_order(codes, n_keys, ts, last_ts):
-    """``group_by_key`` that also checks that ``ts`` never decreases within a key, given each
-    key's last time so far (``last_ts``, updated in place when the check passes). Returns
-    ``(order, key_ptr, bad)``: ``bad`` is the first row out of order, -1 if none."""
+def first_out_of_order(codes, ts, last_ts):
+    """The first row whose time is earlier than its key's previous one (``last_ts`` holds each
+    key's last time so far and is updated in place when every row is in order), or -1."""
     cur = last_ts.copy()
     for i in range(codes.shape[0]):
         k = codes[i]
         if ts[i] < cur[k]:
-            return np.empty(0, np.int64), np.zeros(n_keys + 1, np.int64), i
+            return i
         cur[k] = ts[i]
     last_ts[:] = cur
-    order, key_ptr = group_by_key(codes, n_keys)
-    return order, key_ptr, -1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def matches_in_emission_order(m_row, m_off, e_row, e_stage, lo, hi):
+    """Order the kernel's matches by emitting row (a stable counting sort over ``[lo, hi)``;
+    rows past ``hi``, as at the end of input, come last) and flatten their events. Returns
+    ``(order, rows, stages, match)``: ``match`` is each event's match, numbered in the new order."""
+    nm = m_row.shape[0]
+    width = hi - lo + 1
+    start = np.zeros(width + 1, np.int64)
+    for i in range(nm):
+        start[min(m_row[i] - lo, width - 1) + 1] += 1
+    for b in range(width):
+        start[b + 1] += start[b]
+    order = np.empty(nm, np.int64)
+    for i in range(nm):
+        b = min(m_row[i] - lo, width - 1)
+        order[start[b]] = i
+        start[b] += 1
+    total = m_off[nm] - m_off[0]
+    rows = np.empty(total, np.int64)
+    stages = np.empty(total, np.int32)
+    match = np.empty(total, np.int64)
+    w = 0
+    for q in range(nm):
+        i = order[q]
+        for x in range(m_off[i], m_off[i + 1]):
+            rows[w] = e_row[x]
+            stages[w] = e_stage[x]
+            match[w] = q
+            w += 1
+    return order, rows, stages, match
