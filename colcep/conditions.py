@@ -99,6 +99,7 @@ class Lowered:
     consts: np.ndarray = None
     vg_stage: np.ndarray = None                            # V group -> stage index
     vg_col: np.ndarray = None                              # V group -> float row (-1: count only)
+    cond_thr: np.ndarray = None                            # (n_cond, 4): float row, op, threshold program
 
     @property
     def v_width(self) -> int:
@@ -182,6 +183,36 @@ class _Lowerer:
         raise PatternError(f"cannot lower {e!r}")
 
 
+def _reads_event(e: Expr) -> bool:
+    """True when ``e`` reads a column of the current event (outside aggregates)."""
+    if e.op == "col":
+        return True
+    if e.op in ("agg", "lit", "true"):
+        return False
+    return any(_reads_event(a) for a in e.args if isinstance(a, Expr))
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _threshold(lw: "_Lowerer", e: Expr) -> list[int]:
+    """``[row, op, start, end]`` when ``e`` compares a numeric event-only expression with one
+    that reads only the partial match (``price > last("price", of="a")``): while a run waits,
+    the run side is a constant, its threshold, computed once by ``code[start:end]``, and the
+    kernel finds the run's next event by comparing one float row with it. ``[-1, 0, 0, 0]``
+    otherwise."""
+    if e.op != "cmp":
+        return [-1, 0, 0, 0]
+    op, left, right = e.args
+    if _reads_event(right) and not _reads_event(left):
+        op, left, right = _FLIP[op], right, left
+    if left.reads_match() or not _reads_event(left) or left.op in _BOOL_OPS or _reads_event(right):
+        return [-1, 0, 0, 0]
+    start = len(lw.code)
+    lw.emit(right)
+    return [lw.column(left), _CMP[op], start, len(lw.code)]
+
+
 def literal_value(v, strings: dict) -> float:
     """A literal as the kernel sees it: numbers as float, strings as dictionary codes
     (registered now, so data seen later gets the same code), None as NaN."""
@@ -202,10 +233,11 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
     lw = _Lowerer({n: i for i, n in enumerate(stage_names)}, strings)
     table = list(conditions)
     index = {e.key(): i for i, e in enumerate(table)}
-    kind, ca, cb = [], [], []
+    kind, ca, cb, thr = [], [], [], []
     i = 0
     while i < len(table):
         e = table[i]
+        thr.append([-1, 0, 0, 0])
         if not e.reads_match():
             kind.append(0)
             ca.append(lw.mask(e))
@@ -226,11 +258,13 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
             kind.append(1)
             ca.append(start)
             cb.append(len(lw.code))
+            thr[-1] = _threshold(lw, e)
         i += 1
     out = lw.out
     out.cond_kind = np.array(kind, np.int8)
     out.cond_a = np.array(ca, np.int32)
     out.cond_b = np.array(cb, np.int32)
+    out.cond_thr = np.array(thr, np.int32).reshape(-1, 4)
     out.code = np.array(lw.code or [0], np.int32)
     out.consts = np.array(lw.consts or [0.0], np.float64)
     groups = sorted(lw._vgroups.items(), key=lambda kv: kv[1])

@@ -293,7 +293,7 @@ class Matcher:
         skip_stage = p.stage_names.index(skip.stage) if skip.stage is not None else -1
         res = knfa.run_batch(
             p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
-            lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
+            lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col, lw.cond_thr,
             self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
             n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
             *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4])

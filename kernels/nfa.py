@@ -36,13 +36,14 @@ from numba import njit
 
 from .arrays import grow, grow_rows
 from .buffer import alloc, compare_paths, path_length, release, reserve
-from .vm import STACK, VW, eval_program, v_init, v_update
+from .vm import STACK, VW, compare, eval_program, eval_value, v_init, v_update
 
 TAKE, IGNORE, PROCEED = 0, 1, 2
 NORMAL, FINAL, STOP, PENDING = 0, 1, 2, 3
 NO_SKIP, SKIP_TO_NEXT, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST = 0, 1, 2, 3, 4
 COND_MASK, COND_PROGRAM, COND_NOT = 0, 1, 2
 BIG = np.int64(2**62)
+SCAN_AHEAD = 64  # events a waiting run's condition is scanned ahead at a time
 
 # status codes
 OK, ERR_CAPACITY = 0, 1
@@ -67,6 +68,87 @@ def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, voff,
         c_val[c] = 1 if r else 0
         c_stamp[c] = stamp
     return r != neg
+
+
+@njit(cache=True, nogil=True)
+def sleep_conditions(st_kind, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a):
+    """Per state, the condition a run there waits for (-1: none, the run is stepped at every
+    event). A state waits when its edges are one TAKE with condition ``c`` and one IGNORE back
+    to itself under ``not c`` or ``true``, and no PROCEED: at an event where ``c`` is false
+    its run continues unchanged (same state, buffer node and V), so the kernel skips the run
+    until the next event where ``c`` holds (SASE+'s skip till next / any match)."""
+    out = np.full(st_kind.shape[0], -1, np.int64)
+    for s in range(st_kind.shape[0]):
+        if st_kind[s] != NORMAL and st_kind[s] != PENDING:
+            continue
+        take = -1
+        n_take = 0
+        n_ignore = 0
+        ignore_ok = False
+        for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+            if tr_act[tr] == TAKE:
+                n_take += 1
+                take = tr_cond[tr]
+            elif tr_act[tr] == IGNORE:
+                n_ignore += 1
+                ignore_ok = tr_tgt[tr] == s
+            else:
+                n_take = 2  # a PROCEED edge: never waits
+        if n_take != 1 or n_ignore != 1 or not ignore_ok or take < 0:
+            continue
+        for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+            if tr_act[tr] == IGNORE:
+                c = tr_cond[tr]
+                if c < 0 or (cond_kind[c] == COND_NOT and cond_a[c] == take):
+                    out[s] = take
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
+def _next_event(c, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, v, voff, vm_stack,
+                order, row_lo, j, n_rows, ts, last_t):
+    """The first of the key's events ``j..n_rows-1`` at which condition ``c`` holds for the
+    run whose V is at ``v[voff]``; ``BIG`` when there is none before time ``last_t`` (the
+    run's window); the event to look again from after ``SCAN_AHEAD`` events or at
+    ``n_rows`` (a run that something else ends early does not pay for its whole window)."""
+    if n_rows > j + SCAN_AHEAD:
+        n_rows = j + SCAN_AHEAD
+    neg = False
+    while cond_kind[c] == COND_NOT:
+        neg = not neg
+        c = cond_a[c]
+    if cond_kind[c] == COND_MASK:
+        m = cond_a[c]
+        while j < n_rows:
+            row = order[row_lo + j]
+            if ts[row] > last_t:
+                return BIG
+            if (masks[m, row] != 0) != neg:
+                return j
+            j += 1
+        return n_rows
+    x = cond_thr[c, 0]
+    if x >= 0:  # column <op> threshold
+        op = cond_thr[c, 1]
+        thr = eval_value(code, cond_thr[c, 2], cond_thr[c, 3], consts, -1, masks, cols, v, voff, vm_stack)
+        if thr != thr and not neg:
+            return BIG
+        while j < n_rows:
+            row = order[row_lo + j]
+            if ts[row] > last_t:
+                return BIG
+            if compare(op, cols[x, row], thr) != neg:
+                return j
+            j += 1
+        return n_rows
+    while j < n_rows:
+        row = order[row_lo + j]
+        if ts[row] > last_t:
+            return BIG
+        if eval_program(code, cond_a[c], cond_b[c], consts, row, masks, cols, v, voff, vm_stack) != neg:
+            return j
+        j += 1
+    return n_rows
 
 
 @njit(cache=True, nogil=True)
@@ -106,30 +188,33 @@ def _grow_out(m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, n_matches, n_e
 
 
 @njit(cache=True, nogil=True)
-def _grow_runs(W_state, W_node, W_sts, W_spos, W_v, ao, na, cap, vw):
+def _grow_runs(W_state, W_node, W_sts, W_spos, W_wake, W_v, ao, na, cap, vw):
     """Work arrays for ``cap`` runs a half, the current list (``ao``, ``na``) moved to offset 0."""
     state = np.empty(2 * cap, np.int32)
     node = np.empty(2 * cap, np.int64)
     sts = np.empty(2 * cap, np.int64)
     spos = np.empty(2 * cap, np.int64)
+    wake = np.empty(2 * cap, np.int64)
     v = np.empty((2 * cap + 1) * vw, np.float64)
     for i in range(na):
         state[i] = W_state[ao + i]
         node[i] = W_node[ao + i]
         sts[i] = W_sts[ao + i]
         spos[i] = W_spos[ao + i]
+        wake[i] = W_wake[ao + i]
         for j in range(vw):
             v[i * vw + j] = W_v[(ao + i) * vw + j]
     v_init(v[2 * cap * vw:])
-    return state, node, sts, spos, v
+    return state, node, sts, spos, wake, v
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _move_run(W_state, W_node, W_sts, W_spos, W_v, vw, src, dst):
+def _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, src, dst):
     W_state[dst] = W_state[src]
     W_node[dst] = W_node[src]
     W_sts[dst] = W_sts[src]
     W_spos[dst] = W_spos[src]
+    W_wake[dst] = W_wake[src]
     for j in range(vw):
         W_v[dst * vw + j] = W_v[src * vw + j]
 
@@ -183,7 +268,7 @@ def _held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage,
 
 
 @njit(cache=True, nogil=True)
-def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_v, vw, kill,
+def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, kill,
                    nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta):
     """Keep one completed match per start event (the first in queue order) and drop the
     start's other completed matches and live runs. ``p_*`` (this event's completed matches),
@@ -222,7 +307,7 @@ def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, 
             release(n_parent, n_ref, meta, W_node[bo + i])
         else:
             if w != i:
-                _move_run(W_state, W_node, W_sts, W_spos, W_v, vw, bo + i, bo + w)
+                _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, bo + i, bo + w)
             w += 1
     return kept, w
 
@@ -276,10 +361,10 @@ DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY = 0, 1, 2, 3
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def _run_key(
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
+        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond,
         window, skip_code, skip_stage, want_timeouts, max_runs, dominate, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
-        W_state, W_node, W_sts, W_spos, W_v, p_node, p_sts, p_spos, kill,
+        W_state, W_node, W_sts, W_spos, W_wake, W_v, p_node, p_sts, p_spos, kill,
         hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
         stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
         n_row, n_stage, n_parent, n_ref, meta,
@@ -292,6 +377,8 @@ def _run_key(
     cap = W_state.shape[0] // 2
     zero_off = 2 * cap * vw
     strict_prune = skip_code == SKIP_TO_FIRST or skip_code == SKIP_TO_LAST
+    min_wake = -1  # no run waits past this event (unknown: carried runs are visited first)
+    fast = False
     while True:
         if npend > 0:
             r1, r2 = _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent,
@@ -359,12 +446,55 @@ def _run_key(
             else:
                 if final_tick:
                     break
-                # ---- computeNextStates for every run, the start run last
-                bo = (1 - a_half) * cap
-                nb = 0
-                for i in range(na + (0 if dead else 1)):
+                # ---- computeNextStates for every run, the start run last. When every run
+                # waits past this event only the start run can act: its children (the latest
+                # start) are appended in place; otherwise the next list is built in the other half.
+                jc = j - 1
+                fast = min_wake > jc and ao - a_half * cap + na + per_run <= cap
+                if fast:
+                    bo = ao
+                    nb = na
+                    first = na
+                else:
+                    bo = (1 - a_half) * cap
+                    nb = 0
+                    first = 0
+                    min_wake = BIG
+                for i in range(first, na + (0 if dead else 1)):
                     is_start = i == na
+                    if is_start:
+                        if start_mask[row] == 0:
+                            continue  # the start run takes nothing here
+                    else:
+                        wake = W_wake[ao + i]
+                        if wake <= jc and sleep_cond[W_state[ao + i]] >= 0:
+                            last_t = W_sts[ao + i] + window - 1 if window > 0 else BIG
+                            wake = _next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code,
+                                               consts, masks, cols, W_v, (ao + i) * vw, vm_stack, order, row_lo, jc,
+                                               n_rows, ts, last_t)
+                        if wake > jc:  # waiting: the event leaves the run as it is
+                            x = bo + nb
+                            W_state[x] = W_state[ao + i]
+                            W_node[x] = W_node[ao + i]
+                            W_sts[x] = W_sts[ao + i]
+                            W_spos[x] = W_spos[ao + i]
+                            W_wake[x] = wake
+                            for jj in range(vw):
+                                W_v[x * vw + jj] = W_v[(ao + i) * vw + jj]
+                            nb += 1
+                            if wake < min_wake:
+                                min_wake = wake
+                            continue
                     stamp += 1
+                    if not is_start and wake == jc and sleep_cond[W_state[ao + i]] >= 0:
+                        # the scan found the run's condition true here: seed the condition cache
+                        c = sleep_cond[W_state[ao + i]]
+                        neg = False
+                        while cond_kind[c] == COND_NOT:
+                            neg = not neg
+                            c = cond_a[c]
+                        c_val[c] = 0 if neg else 1
+                        c_stamp[c] = stamp
                     if is_start:
                         s0 = start_state
                         node0 = -1
@@ -469,6 +599,14 @@ def _run_key(
                                         if vg_stage[vg] == stg:
                                             c = vg_col[vg]
                                             v_update(W_v, x * vw + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
+                                wake = jc + 1  # the next event this run must see
+                                if sleep_cond[s1] >= 0:
+                                    wake = _next_event(sleep_cond[s1], cond_kind, cond_a, cond_b, cond_thr, code,
+                                                       consts, masks, cols, W_v, x * vw, vm_stack, order, row_lo,
+                                                       jc + 1, n_rows, ts, sts1 + window - 1 if window > 0 else BIG)
+                                W_wake[x] = wake
+                                if wake < min_wake:
+                                    min_wake = wake
                                 nb += 1
                         if act == TAKE and n_ref[node1] == 0:
                             release(n_parent, n_ref, meta, node1)  # nobody kept the new node
@@ -486,7 +624,7 @@ def _run_key(
 
             # ---- processMatchesAccordingToSkipStrategy: queue the completed matches ...
             if npot > 0 and dominate:
-                npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos,
+                npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake,
                                           W_v, vw, kill, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
             for q in range(npot):
                 pos = nh
@@ -532,7 +670,7 @@ def _run_key(
                     hq_node[x] = hq_node[x + head]
                 nh -= head
             # the next list becomes the current one
-            if phase == 1:
+            if phase == 1 and not fast:
                 a_half = 1 - a_half
             ao = bo
             na = nb
@@ -542,7 +680,7 @@ def _run_key(
 def run_batch(
         # the program
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
+        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr,
         window, skip_code, skip_stage, want_timeouts, max_runs, flush,
         # the batch: rows in input order, ``order`` lists them grouped by key (``key_ptr``);
         # ``row0`` is the stream position of the batch's first row
@@ -557,6 +695,7 @@ def run_batch(
     (possibly grown) buffer, the emitted matches and a status (code, key, count)."""
     vw = r_v.shape[1]
     max_push, max_edges = _dfs_bounds(tr_ptr, tr_act, tr_tgt, st_kind.shape[0])
+    sleep_cond = sleep_conditions(st_kind, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a)
     per_run = 2 * max_edges + 1
     # new carried state
     nr_ptr = np.zeros(n_keys + 1, np.int64)
@@ -583,9 +722,9 @@ def run_batch(
     status = np.zeros(3, np.int64)
     # work arrays (see _run_key); grown between its calls
     cap = 64
-    W_state, W_node, W_sts, W_spos, W_v = _grow_runs(np.empty(0, np.int32), np.empty(0, np.int64),
-                                                     np.empty(0, np.int64), np.empty(0, np.int64),
-                                                     np.empty(0, np.float64), 0, 0, cap, vw)
+    W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(
+        np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+        np.empty(0, np.int64), np.empty(0, np.float64), 0, 0, cap, vw)
     p_node = np.empty(cap, np.int64)
     p_sts = np.empty(cap, np.int64)
     p_spos = np.empty(cap, np.int64)
@@ -624,12 +763,14 @@ def run_batch(
             na = r_ptr[k + 1] - lo
             if na > cap:
                 cap = 2 * na
-                W_state, W_node, W_sts, W_spos, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_v, 0, 0, cap, vw)
+                W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_wake,
+                                                                         W_v, 0, 0, cap, vw)
             for i in range(na):
                 W_state[i] = r_state[lo + i]
                 W_node[i] = r_node[lo + i]
                 W_sts[i] = r_sts[lo + i]
                 W_spos[i] = r_spos[lo + i]
+                W_wake[i] = -1
                 for jj in range(vw):
                     W_v[i * vw + jj] = r_v[lo + i, jj]
             lo = h_ptr[k]
@@ -655,10 +796,10 @@ def run_batch(
         while True:
             code_, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp = _run_key(
                 st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-                cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col,
+                cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond,
                 window, skip_code, skip_stage, want_timeouts, max_runs, dominate, per_run, vw,
                 k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
-                W_state, W_node, W_sts, W_spos, W_v, p_node, p_sts, p_spos, kill,
+                W_state, W_node, W_sts, W_spos, W_wake, W_v, p_node, p_sts, p_spos, kill,
                 hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
                 stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
                 n_row, n_stage, n_parent, n_ref, meta,
@@ -686,7 +827,8 @@ def run_batch(
                 n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
             if need > cap or need > p_node.shape[0]:
                 cap = max(cap, 2 * need)
-                W_state, W_node, W_sts, W_spos, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_v, ao, na, cap, vw)
+                W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_wake,
+                                                                         W_v, ao, na, cap, vw)
                 ao = 0
                 a_half = 0
                 p_node = np.empty(cap, np.int64)

@@ -133,11 +133,36 @@ def _agg(func, code, pc, ng, v, voff):
     return lv
 
 
+@njit(cache=True, nogil=True, inline="always")
+def compare(k, a, b):
+    """``a <k> b`` with null (NaN) on either side false."""
+    if a != a or b != b:
+        return False
+    if k == C_EQ:
+        return a == b
+    if k == C_NE:
+        return a != b
+    if k == C_LT:
+        return a < b
+    if k == C_LE:
+        return a <= b
+    if k == C_GT:
+        return a > b
+    return a >= b
+
+
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def eval_program(code, start, end, consts, row, masks, cols, v, voff, stack):
     """Run the program ``code[start:end]`` for event ``row`` and the run whose V starts at
     ``v[voff]`` (``stack``: scratch space of ``STACK`` floats); returns True when the
     condition holds."""
+    return eval_value(code, start, end, consts, row, masks, cols, v, voff, stack) != 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
+def eval_value(code, start, end, consts, row, masks, cols, v, voff, stack):
+    """The value the program ``code[start:end]`` leaves on the stack (booleans as 1.0 / 0.0).
+    A program that reads no event (``row`` may then be -1) gives a run's threshold."""
     sp = 0
     pc = start
     while pc < end:
@@ -177,22 +202,7 @@ def eval_program(code, start, end, consts, row, masks, cols, v, voff, stack):
         elif op == OP_CMP:
             b = stack[sp - 1]
             a = stack[sp - 2]
-            k = code[pc + 1]
-            if a != a or b != b:
-                r = 0.0
-            elif k == C_EQ:
-                r = 1.0 if a == b else 0.0
-            elif k == C_NE:
-                r = 1.0 if a != b else 0.0
-            elif k == C_LT:
-                r = 1.0 if a < b else 0.0
-            elif k == C_LE:
-                r = 1.0 if a <= b else 0.0
-            elif k == C_GT:
-                r = 1.0 if a > b else 0.0
-            else:
-                r = 1.0 if a >= b else 0.0
-            stack[sp - 2] = r
+            stack[sp - 2] = 1.0 if compare(code[pc + 1], a, b) else 0.0
             sp -= 1
             pc += 2
         elif op == OP_AND:
@@ -223,4 +233,5 @@ def eval_program(code, start, end, consts, row, masks, cols, v, voff, stack):
             stack[sp] = 1.0
             sp += 1
             pc += 1
-    return stack[sp - 1] != 0.0
+    return stack[sp - 1]
+
