@@ -1,12 +1,16 @@
 """Kernel unit tests against plain-Python models: the shared buffer (allocation, release,
-reuse, extraction), the condition bytecode VM, and the reference's Dewey numbers."""
+reuse, extraction), the condition bytecode VM, waiting runs (which states wait, the scan for
+a run's next event), threshold lowering, and the reference's Dewey numbers."""
 import math
+import operator
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
+from colcep import examples as ex
+from colcep.compiler import compile_pattern
 from colcep.conditions import lower
 from colcep.kernels import buffer as kb
 from colcep.kernels import nfa as knfa
@@ -148,20 +152,8 @@ def test_vm_matches_python_evaluation(expr, taken, price, volume):
     strings: dict = {}
     low = lower([expr], ["a", "b"], strings)
     event = {"price": float(price), "volume": float(volume)}
-    match = {}
-    for pos, (stage, p, v) in enumerate(taken):
-        match.setdefault(stage, []).append({"price": float(p), "volume": float(v), "__pos": pos})
-    # V as the kernel builds it
-    v = np.empty(max(1, low.v_width))
-    vm.v_init(v)
-    cols = np.array([[_value(e, event)] for e in low.col_exprs] or [[0.0]], np.float64)
-    masks = np.array([[bool(eval_expr(e, event, None))] for e in low.mask_exprs] or [[0]], np.uint8)
-    for pos, (stage, p, vol) in enumerate(taken):
-        for g in range(len(low.vg_stage)):
-            if low.vg_stage[g] == ["a", "b"].index(stage):
-                c = low.vg_col[g]
-                x = _value(low.col_exprs[c], {"price": float(p), "volume": float(vol)}) if c >= 0 else 0.0
-                vm.v_update(v, g * vm.VW, x, float(pos))
+    v, match = _v_and_match(low, [(s, float(p), float(vol)) for s, p, vol in taken])
+    masks, cols = _event_rows(low, [event])
     # the kernel's entry point for a condition (mask, program or negation), V at an offset
     v_at = np.concatenate([np.full(7, np.nan), v])
     n = len(low.cond_kind)
@@ -173,6 +165,247 @@ def test_vm_matches_python_evaluation(expr, taken, price, volume):
 def _value(e, event):
     x = eval_expr(e, event, None)
     return math.nan if x is None else float(x)
+
+
+def _v_and_match(low, taken, stages=("a", "b")):
+    """A run's V as the kernel builds it from the events it took ((stage, price, volume),
+    None = null), and the same partial match as the reference sees it."""
+    v = np.empty(max(1, low.v_width))
+    vm.v_init(v)
+    match = {}
+    for pos, (stage, p, vol) in enumerate(taken):
+        ev = {"price": p, "volume": vol, "__pos": pos}
+        match.setdefault(stage, []).append(ev)
+        for g in range(len(low.vg_stage)):
+            if low.vg_stage[g] == stages.index(stage):
+                c = low.vg_col[g]
+                vm.v_update(v, g * vm.VW, _value(low.col_exprs[c], ev) if c >= 0 else 0.0, float(pos))
+    return v, match
+
+
+def _event_rows(low, events):
+    """The masks and float rows the matcher precomputes for ``events``."""
+    masks = np.zeros((max(1, len(low.mask_exprs)), len(events)), np.uint8)
+    cols = np.zeros((max(1, len(low.col_exprs)), len(events)), np.float64)
+    for r, ev in enumerate(events):
+        for i, e in enumerate(low.mask_exprs):
+            masks[i, r] = bool(eval_expr(e, ev, None))
+        for i, e in enumerate(low.col_exprs):
+            cols[i, r] = _value(e, ev)
+    return masks, cols
+
+
+# ----------------------------------------------------------------------------- waiting runs
+def _sleep_model(p, low):
+    """sleep_conditions' rule, transcribed: NORMAL / PENDING, one TAKE(c >= 0), one IGNORE to
+    itself under true or not(c), no PROCEED."""
+    out = []
+    for s in range(p.n_states):
+        edges = [(p.trans_action[t], p.trans_target[t], p.trans_cond[t])
+                 for t in range(p.trans_ptr[s], p.trans_ptr[s + 1])]
+        take = [c for a, _, c in edges if a == knfa.TAKE]
+        ign = [(t, c) for a, t, c in edges if a == knfa.IGNORE]
+        ok = (p.state_kind[s] in (knfa.NORMAL, knfa.PENDING) and len(take) == 1 and take[0] >= 0 and len(ign) == 1
+              and ign[0][0] == s and not any(a == knfa.PROCEED for a, _, _ in edges)
+              and (ign[0][1] < 0 or (low.cond_kind[ign[0][1]] == knfa.COND_NOT and low.cond_a[ign[0][1]] == take[0])))
+        out.append(take[0] if ok else -1)
+    return out
+
+
+def _sleeping(pattern):
+    p = compile_pattern(pattern)
+    low = lower(p.conditions, p.stage_names, {})
+    got = knfa.sleep_conditions(p.state_kind, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
+                                low.cond_kind, low.cond_a).tolist()
+    assert got == _sleep_model(p, low)
+    return p, {name: (None if c < 0 else p.conditions[c].key()) for name, c in zip(p.state_names, got)}
+
+
+def test_sleep_conditions_on_compiled_patterns():
+    p, w = _sleeping(ex.P2)  # followed_by: IGNORE under not(take)
+    b_cond = ex.P2.stages[1].condition.key()
+    assert w == {"$endState$": None, "a": None, "b": None,  # b has a PROCEED edge to c
+                 "b:0": b_cond, "b:1": b_cond, "c": ex.P2.stages[2].condition.key()}
+    p, w = _sleeping(ex.P4)  # followed_by_any: IGNORE true
+    assert w == {"$endState$": None, "a": None, "b": ex.P4.stages[1].condition.key(),
+                 "c": ex.P4.stages[2].condition.key()}
+    assert all(p.trans_cond[t] == -1 for t in range(len(p.trans_action)) if p.trans_action[t] == knfa.IGNORE)
+    assert set(_sleeping(ex.P1)[1].values()) == {None}  # strict next: no IGNORE edge
+    assert set(_sleeping(ex.THREE_RISING)[1].values()) == {None}
+    assert _sleeping(ex.SPIKE_NO_RECOVERY)[1]["recovery"] is None  # PENDING with a PROCEED edge
+    # c: TAKE and IGNORE(not take) to itself, but also a PROCEED edge into the STOP state of x
+    nfb = (cc.Pattern.begin("a").where(cc.col("volume") > 5.0).not_followed_by("x").where(cc.col("price") > 1.0)
+           .followed_by("c").where(cc.col("price") < cc.last("price", of="a")))
+    p, w = _sleeping(nfb)
+    s = p.state_names.index("c")
+    assert w["c"] is None and knfa.PROCEED in p.trans_action[p.trans_ptr[s]:p.trans_ptr[s + 1]]
+    for pat in (ex.P3, ex.PAPER_QUERY3, ex.ANY_TRIPLE):
+        _sleeping(pat)
+
+
+def test_sleep_conditions_rule_on_hand_built_tables():
+    T, I, P = knfa.TAKE, knfa.IGNORE, knfa.PROCEED
+    edges = [[],                                       # 0 final
+             [(T, 0, 0), (I, 2, 1)],                   # IGNORE(not c0) to another state
+             [(T, 0, 0), (I, 2, 2)],                   # IGNORE(not c3): not the take condition
+             [(T, 0, 0), (I, 3, -1)],                  # PENDING, IGNORE true: waits on c0
+             [(T, 4, 0), (I, 4, -1)],                  # STOP
+             [(T, 0, -1), (I, 5, -1)],                 # TAKE true: nothing to wait for
+             [(T, 0, 0), (I, 6, -1), (I, 6, 1)],       # two IGNORE edges
+             [(T, 0, 0), (T, 1, 0), (I, 7, 1)],        # two TAKE edges
+             [(I, 8, 1), (T, 0, 0)],                   # IGNORE(not c0) first: waits on c0
+             [(T, 0, 3), (P, 0, -1), (I, 9, 2)]]       # a PROCEED edge
+    kinds = [knfa.FINAL, 0, 0, knfa.PENDING, knfa.STOP, 0, 0, 0, 0, 0]
+    flat = [e for es in edges for e in es]
+    ptr = np.cumsum([0] + [len(es) for es in edges]).astype(np.int32)
+    act, tgt, cnd = (np.array([e[i] for e in flat], np.int32) for i in range(3))
+    got = knfa.sleep_conditions(np.array(kinds, np.int8), ptr, act.astype(np.int8), tgt, cnd,
+                                np.array([knfa.COND_PROGRAM, knfa.COND_NOT, knfa.COND_NOT, knfa.COND_PROGRAM], np.int8),
+                                np.array([0, 0, 3, 0], np.int32))
+    assert got.tolist() == [-1, -1, -1, 0, -1, -1, -1, -1, 0, -1]
+
+
+E_SIDES = [cc.col("price"), cc.col("volume"), cc.col("price") + 1.0]
+M_SIDES = [cc.last("price", of="a"), cc.last("price", of="b") * 0.999, cc.avg("price", of=["a", "b"]),
+           cc.max("volume", of="a") - 2.0, cc.count(of="b"), cc.sum("price", of="b") / cc.count(of="b", field="price"),
+           cc.first("price", of=["a", "b"]) + (cc.lit(1.0) + cc.lit(1.0))]
+OPS = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
+MASKS = [cc.col("volume") > 5.0, cc.col("price").is_null(), (cc.col("price") > 6.0) | (cc.col("volume") < 2.0)]
+GENERIC = [cc.col("price") > cc.last("price", of="a") + cc.col("volume"),
+           (cc.col("price") > cc.last("price", of="a")) & (cc.col("volume") < 5.0),
+           cc.last("price", of="a").is_null() | (cc.col("price") >= 7.0)]
+
+
+@st.composite
+def wait_conds(draw):
+    """(condition, its match-only side when it compares an event-only number with one)."""
+    kind = draw(st.sampled_from(["thr", "thr", "mask", "generic"]))
+    m = None
+    if kind == "thr":
+        e, m, op = draw(st.sampled_from(E_SIDES)), draw(st.sampled_from(M_SIDES)), draw(st.sampled_from(OPS))
+        expr = op(e, m) if draw(st.booleans()) else op(m, e)
+    else:
+        expr = draw(st.sampled_from(MASKS if kind == "mask" else GENERIC))
+    return (~expr if draw(st.booleans()) else expr), m
+
+
+NUMS = st.sampled_from([None] + [float(i) for i in range(10)])  # None: null
+TAKEN = st.lists(st.tuples(st.sampled_from(["a", "b"]), NUMS, NUMS), max_size=4)
+
+
+def _chain(low, c):
+    neg = False
+    while low.cond_kind[c] == knfa.COND_NOT:
+        neg, c = not neg, low.cond_a[c]
+    return c, neg
+
+
+@settings(max_examples=200, deadline=None)
+@given(wait_conds(), TAKEN, st.integers(0, 2**32 - 1),
+       st.one_of(st.integers(1, 160), st.integers(80, 160)), st.sampled_from([0.0, 0.0, 0.02, 0.3, 1.0]),
+       st.booleans(), st.data())
+def test_next_event_matches_a_python_scan(cond, taken, seed, n, hot, outer_not, data):
+    """The first event (key order, from ``j``, at most SCAN_AHEAD of them) where the condition
+    holds for the run, BIG at an event past ``last_t``; checked against the reference's
+    evaluation event by event."""
+    expr, m = cond
+    low = lower([expr], ["a", "b"], {})
+    if outer_not:  # a negation over the whole condition (also over a mask: the kernel allows it)
+        for name, x in (("cond_kind", knfa.COND_NOT), ("cond_a", 0), ("cond_b", 0)):
+            setattr(low, name, np.append(getattr(low, name), getattr(low, name).dtype.type(x)))
+        low.cond_thr = np.vstack([low.cond_thr, np.array([[-1, 0, 0, 0]], np.int32)])
+    c = len(low.cond_kind) - 1 if outer_not else 0
+    base, neg = _chain(low, c)
+    assert (low.cond_thr[base, 0] >= 0) == (m is not None)
+    rng = np.random.default_rng(seed)
+    n_all = n + int(rng.integers(0, 20))  # other keys' rows around the key's
+    order = rng.permutation(n_all).astype(np.int64)
+    row_lo = int(rng.integers(0, n_all - n + 1))
+    price = np.where(rng.random(n_all) < hot, rng.integers(5, 10, n_all), rng.integers(0, 5, n_all)).astype(float)
+    price[rng.random(n_all) < 0.1] = np.nan
+    volume = rng.integers(0, 10, n_all).astype(float)
+    events = [{"price": None if math.isnan(p) else p, "volume": vol} for p, vol in zip(price, volume)]
+    ts = np.zeros(n_all, np.int64)
+    ts[order[row_lo:row_lo + n]] = np.cumsum(rng.integers(0, 3, n))
+    j = data.draw(st.one_of(st.integers(0, min(n, 3)), st.integers(0, n)), label="j")
+    last_t = data.draw(st.one_of(st.just(int(ts.max())), st.integers(-1, int(ts.max()))), label="last_t")
+    v, match = _v_and_match(low, taken)
+    masks, cols = _event_rows(low, events)
+    got = knfa._next_event(c, low.cond_kind, low.cond_a, low.cond_b, low.cond_thr, low.code, low.consts, masks,
+                           cols, np.concatenate([np.full(5, np.nan), v]), 5, np.empty(vm.STACK), order, row_lo,
+                           j, n, ts, last_t)
+    thr = None if m is None else eval_expr(m, {}, match)
+    if m is not None and not neg and (thr is None or thr != thr):
+        want = knfa.BIG  # a null threshold: the condition never holds
+    else:
+        want = min(n, j + knfa.SCAN_AHEAD)
+        for jj in range(j, want):
+            row = order[row_lo + jj]
+            if ts[row] > last_t:
+                want = knfa.BIG
+                break
+            if bool(eval_expr(expr, events[row], match)) != outer_not:
+                want = jj
+                break
+    assert got == want
+
+
+def test_next_event_scan_cap_and_window():
+    low = lower([cc.col("price") > cc.last("price", of="a")], ["a", "b"], {})
+    v, _ = _v_and_match(low, [("a", 5.0, 1.0)])
+    masks, cols = _event_rows(low, [{"price": 1.0, "volume": 1.0}] * 200)
+    order, ts = np.arange(200, dtype=np.int64), np.arange(200, dtype=np.int64)
+
+    def scan(j, last_t):
+        return knfa._next_event(0, low.cond_kind, low.cond_a, low.cond_b, low.cond_thr, low.code, low.consts, masks,
+                                cols, v, 0, np.empty(vm.STACK), order, 0, j, 200, ts, last_t)
+    assert scan(10, 1000) == 10 + knfa.SCAN_AHEAD  # nothing within SCAN_AHEAD: look again from there
+    assert scan(150, 1000) == 200
+    assert scan(10, 30) == knfa.BIG  # the window ends first
+    cols[0, 40] = 6.0
+    assert scan(10, 1000) == 40 and scan(10, 39) == knfa.BIG and scan(41, 1000) == 41 + knfa.SCAN_AHEAD
+
+
+# ----------------------------------------------------------------------------- threshold lowering
+def _thr(e):
+    low = lower([e], ["a", "b"], {})
+    x, op, _, _ = low.cond_thr[0].tolist()
+    return (None if x < 0 else low.col_exprs[x].key()), op
+
+
+def test_threshold_lowering():
+    price, last_a = cc.col("price"), cc.last("price", of="a")
+    assert _thr(price > last_a) == (price.key(), vm.C_GT)
+    assert _thr(last_a * 0.999 > price) == (price.key(), vm.C_LT)  # flipped
+    assert _thr(last_a <= price) == (price.key(), vm.C_GE)
+    assert _thr((price + 1) >= cc.avg("price", of=["a", "b"])) == ((price + 1).key(), vm.C_GE)
+    assert _thr(cc.count(of="b") == cc.col("volume")) == (cc.col("volume").key(), vm.C_EQ)
+    for e in (price > last_a + cc.col("volume"),          # the event on both sides
+              (price > last_a) & (cc.col("volume") < 5),  # a boolean combination
+              price > 3.0,                                # event-only: a mask
+              last_a > cc.first("price", of="a"),         # no event at all
+              (price > 3.0) == (last_a > 2.0)):           # booleans, not a float row
+        assert _thr(e)[0] is None, e
+    low = lower([~(price > last_a)], ["a", "b"], {})  # the negation has none, its inner condition has
+    assert low.cond_kind.tolist() == [knfa.COND_NOT, knfa.COND_PROGRAM]
+    assert low.cond_thr[0, 0] == -1 and low.cond_thr[1, 0] >= 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(E_SIDES), st.sampled_from(M_SIDES), st.sampled_from(OPS), st.booleans(), TAKEN, NUMS, NUMS)
+def test_threshold_program_agrees_with_the_condition(e, m, op, event_left, taken, price, volume):
+    """column <op> eval_value(threshold) == the whole condition's program == the reference."""
+    expr = op(e, m) if event_left else op(m, e)
+    low = lower([expr], ["a", "b"], {})
+    x, k, start, end = low.cond_thr[0].tolist()
+    assert x >= 0 and low.col_exprs[x].key() == e.key()
+    v, match = _v_and_match(low, taken)
+    event = {"price": price, "volume": volume}
+    masks, cols = _event_rows(low, [event, {"price": 0.0, "volume": 0.0}])
+    stack = np.empty(vm.STACK)
+    thr = vm.eval_value(low.code, start, end, low.consts, -1, masks, cols, v, 0, stack)
+    whole = vm.eval_program(low.code, low.cond_a[0], low.cond_b[0], low.consts, 0, masks, cols, v, 0, stack)
+    assert vm.compare(k, cols[x, 0], thr) == whole == bool(eval_expr(expr, event, match))
 
 
 # ----------------------------------------------------------------------------- Dewey numbers
