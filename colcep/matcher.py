@@ -105,6 +105,9 @@ class Matcher:
         self._held = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                       np.zeros(0, np.int64))
         self._buf = kbuf.new_buffer()
+        # the kernel's output arrays (matches, their offsets and events), reused batch to batch
+        self._out = (np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int32), np.empty(64, np.int64),
+                     np.zeros(65, np.int64), np.empty(256, np.int64), np.empty(256, np.int32))
 
     # ------------------------------------------------------------------ public API
     def process(self, batch: Any) -> pa.Table:
@@ -271,22 +274,26 @@ class Matcher:
             cols[i] = cond.evaluate(e, env, n, self._strings)
         start_mask = self._start_mask(masks, n)
         # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
-        # (in arrival order) those reads stay in the cache.
-        parts = []
+        # (in arrival order) those reads stay in the cache. Every call appends to the same
+        # (pooled) output arrays.
+        nm = ne = 0
         for lo in range(0, max(n, 1), CHUNK_ROWS):
             hi = min(n, lo + CHUNK_ROWS)
             last = hi == n
-            parts.append(self._kernel(codes[lo:hi], n_keys, self._rows_seen + lo, ts[lo:hi], masks[:, lo:hi],
-                                      cols[:, lo:hi], start_mask[lo:hi], flush and last))
+            nm, ne = self._kernel(codes[lo:hi], n_keys, self._rows_seen + lo, ts[lo:hi], masks[:, lo:hi],
+                                  cols[:, lo:hi], start_mask[lo:hi], flush and last, nm, ne)
         if tbl is not None and self.columns != []:
             self._retained.append((self._rows_seen, tbl))
         self._rows_seen += n
-        out = self._output(*_concat_matches(parts), self._rows_seen - n, self._rows_seen)
+        m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
+        out = self._output(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne],
+                           e_stage[:ne], self._rows_seen - n, self._rows_seen)
         self._trim_retained()
         return out
 
-    def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, flush):
-        """One kernel call over rows in arrival order; returns the matches it emitted."""
+    def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, flush, nm, ne):
+        """One kernel call over rows in arrival order, appending its matches to ``self._out``
+        after ``nm`` matches of ``ne`` events; returns the new counts."""
         order, key_ptr = karr.group_by_key(codes, n_keys)
         lw, p = self._lowered, self.program
         skip = p.pattern.skip_strategy
@@ -296,10 +303,11 @@ class Matcher:
             lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col, lw.cond_thr,
             self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
             n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
-            *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4])
+            *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4], *self._out, nm, ne)
         (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
          n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
         self._buf = (n_row, n_stage, n_parent, n_ref, self._buf[4])
+        self._out = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
         if status[0] == knfa.ERR_CAPACITY:
             raise CapacityError(
                 f"key {self._keys.values[int(status[1])]!r} holds {int(status[2])} live partial matches, over the "
@@ -307,7 +315,7 @@ class Matcher:
                 "selective condition, a skip strategy) or raise the bound")
         self._runs = (r_ptr, r_state, r_node, r_sts, r_spos, r_v)
         self._held = (h_ptr, h_sts, h_spos, h_epos, h_node)
-        return m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne], e_stage[:ne]
+        return nm, ne
 
     def _check_schema(self, schema: pa.Schema) -> None:
         for name in {self.time, self.key} - {None}:
@@ -367,21 +375,20 @@ class Matcher:
     def _output(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0) -> pa.Table:
         """The matches as a table, in emission order: by emitting row (in ``[lo, hi)``, or at
         the end of input), then in kernel order."""
-        nm = m_key.shape[0]
-        order, rows, stages, match_of_event = karr.matches_in_emission_order(m_row, m_off, e_row, e_stage, lo, hi)
-        ids = self._matches_out + np.arange(nm, dtype=np.int64)
+        nm, first_id = m_key.shape[0], self._matches_out
+        order, rows, stages, ids, keys = karr.matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi,
+                                                                        first_id)
         self._matches_out += nm
         schema = self.output_schema()
-        cols: dict[str, pa.Array] = {"match_id": pa.array(ids[match_of_event], pa.int64())}
+        cols: dict[str, pa.Array] = {"match_id": pa.array(ids, pa.int64())}
         if self.key is not None:
-            keys = m_key[order][match_of_event]
             cols[self.key] = self._keys.take(keys).cast(schema.field(self.key).type)
-        names = pa.array(self.program.stage_names, pa.string())
-        cols["stage"] = names.take(pa.array(stages.astype(np.int32)))
+        cols["stage"] = pa.array(self.program.stage_names, pa.string()).take(stages)
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:
-            flags = m_flag[order][match_of_event].astype(bool)
-            tts = m_tts[order][match_of_event]
+            q = ids - first_id  # each event's match, in emission order
+            flags = m_flag[order][q].astype(bool)
+            tts = m_tts[order][q]
             cols["timed_out"] = pa.array(flags)
             cols["timeout_ts"] = pa.array(tts, pa.int64(), mask=~flags)
         if self._schema is not None:
@@ -408,16 +415,6 @@ class Matcher:
             oldest = self._rows_seen
         while self._retained and self._retained[0][0] + self._retained[0][1].num_rows <= oldest:
             self._retained.pop(0)
-
-
-def _concat_matches(parts: list) -> tuple:
-    """The kernel outputs of several calls as one (event offsets shifted)."""
-    if len(parts) == 1:
-        return parts[0]
-    shift = np.cumsum([0] + [p[5].shape[0] for p in parts[:-1]])
-    m_off = np.concatenate([[0]] + [p[4][1:] + s for p, s in zip(parts, shift)])
-    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), m_off,
-            np.concatenate([p[5] for p in parts]), np.concatenate([p[6] for p in parts]))
 
 
 def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",

@@ -56,10 +56,11 @@ def first_out_of_order(codes, ts, last_ts):
 
 
 @njit(cache=True, nogil=True)
-def matches_in_emission_order(m_row, m_off, e_row, e_stage, lo, hi):
+def matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi, first_id):
     """Order the kernel's matches by emitting row (a stable counting sort over ``[lo, hi)``;
     rows past ``hi``, as at the end of input, come last) and flatten their events. Returns
-    ``(order, rows, stages, match)``: ``match`` is each event's match, numbered in the new order."""
+    ``(order, rows, stages, ids, keys)``: per event its row, stage, match id (``first_id`` on,
+    in the new order) and key code; ``order`` maps the new match order to the kernel's."""
     nm = m_row.shape[0]
     width = hi - lo + 1
     start = np.zeros(width + 1, np.int64)
@@ -75,13 +76,16 @@ def matches_in_emission_order(m_row, m_off, e_row, e_stage, lo, hi):
     total = m_off[nm] - m_off[0]
     rows = np.empty(total, np.int64)
     stages = np.empty(total, np.int32)
-    match = np.empty(total, np.int64)
+    ids = np.empty(total, np.int64)
+    keys = np.empty(total, np.int64)
     w = 0
     for q in range(nm):
         i = order[q]
         for x in range(m_off[i], m_off[i + 1]):
             rows[w] = e_row[x]
             stages[w] = e_stage[x]
-            match[w] = q
+            ids[w] = first_id + q
+            keys[w] = m_key[i]
             w += 1
-    return order, rows, stages, match
+    return order, rows, stages, ids, keys
+

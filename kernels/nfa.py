@@ -690,9 +690,12 @@ def run_batch(
         r_ptr, r_state, r_node, r_sts, r_spos, r_v,
         h_ptr, h_sts, h_spos, h_epos, h_node, start_dead,
         # the shared buffer
-        n_row, n_stage, n_parent, n_ref, meta):
+        n_row, n_stage, n_parent, n_ref, meta,
+        # the output, appended to: ``nm`` matches and ``ne`` events already written
+        m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm, ne):
     """Process one batch; see the module docstring. Returns the new carried state, the
-    (possibly grown) buffer, the emitted matches and a status (code, key, count)."""
+    (possibly grown) buffer and outputs, the numbers of matches and events written in all
+    and a status (code, key, count)."""
     vw = r_v.shape[1]
     max_push, max_edges = _dfs_bounds(tr_ptr, tr_act, tr_tgt, st_kind.shape[0])
     sleep_cond = sleep_conditions(st_kind, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a)
@@ -710,15 +713,7 @@ def run_batch(
     nh_epos = np.empty(nh_sts.shape[0], np.int64)
     nh_node = np.empty(nh_sts.shape[0], np.int64)
     # outputs
-    m_key = np.empty(64, np.int64)
-    m_row = np.empty(64, np.int64)
-    m_flag = np.empty(64, np.int32)
-    m_tts = np.empty(64, np.int64)
-    m_off = np.zeros(65, np.int64)
-    e_row = np.empty(256, np.int64)
-    e_stage = np.empty(256, np.int32)
-    nm = 0
-    ne = 0
+    m_off[nm] = ne
     status = np.zeros(3, np.int64)
     # work arrays (see _run_key); grown between its calls
     cap = 64
