@@ -238,7 +238,7 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
     while i < len(table):
         e = table[i]
         thr.append([-1, 0, 0, 0])
-        if not e.reads_match():
+        if e.op != "not" and not e.reads_match():
             kind.append(0)
             ca.append(lw.mask(e))
             cb.append(0)

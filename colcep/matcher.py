@@ -343,9 +343,12 @@ class Matcher:
                     conds.append(int(p.trans_cond[t]))
         out = np.zeros(n, np.uint8)
         for c in conds:
+            neg = False
+            while c >= 0 and lw.cond_kind[c] == 2:  # a negation
+                c, neg = int(lw.cond_a[c]), not neg
             if c < 0 or lw.cond_kind[c] != 0:
                 return np.ones(n, np.uint8)
-            out |= masks[lw.cond_a[c]]
+            out |= masks[lw.cond_a[c]] ^ neg
         return out
 
     # ------------------------------------------------------------------ output

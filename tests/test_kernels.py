@@ -241,6 +241,10 @@ def test_sleep_conditions_on_compiled_patterns():
     assert w["c"] is None and knfa.PROCEED in p.trans_action[p.trans_ptr[s]:p.trans_ptr[s + 1]]
     for pat in (ex.P3, ex.PAPER_QUERY3, ex.ANY_TRIPLE):
         _sleeping(pat)
+    # an event-only followed_by condition: its IGNORE is lowered as the TAKE mask's negation
+    ev = cc.Pattern.begin("a").where(cc.col("volume") > 5.0).followed_by("b").where(cc.col("price") > 3.0)
+    p, w = _sleeping(ev)
+    assert w["b"] == ev.stages[1].condition.key()
 
 
 def test_sleep_conditions_rule_on_hand_built_tables():
