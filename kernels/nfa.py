@@ -407,6 +407,11 @@ def _run_key(
                     j += 1
                 continue
             t = ts[row]
+            if min_wake > j and (dead or start_mask[row] == 0) and (window <= 0 or na == 0 or t - W_sts[ao] < window):
+                # every run waits past this event, none times out and nothing starts: the
+                # event changes nothing (no run, held match or start)
+                j += 1
+                continue
             g = row0 + row
         # room for this event: nodes, runs, completed, waiting and emitted matches
         need = (na + 1) * per_run
