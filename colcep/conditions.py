@@ -100,6 +100,7 @@ class Lowered:
     vg_stage: np.ndarray = None                            # V group -> stage index
     vg_col: np.ndarray = None                              # V group -> float row (-1: count only)
     cond_thr: np.ndarray = None                            # (n_cond, 4): float row, op, threshold program
+    cond_groups: np.ndarray = None                         # (n_cond, n_groups): V groups a condition reads
 
     @property
     def v_width(self) -> int:
@@ -213,6 +214,49 @@ def _threshold(lw: "_Lowerer", e: Expr) -> list[int]:
     return [lw.column(left), _CMP[op], start, len(lw.code)]
 
 
+def _aggregates(e: Expr):
+    """The ``(func, field, stages)`` of every aggregate in ``e``."""
+    if e.op == "agg":
+        yield e.args
+    elif e.op not in ("col", "lit", "true"):
+        for a in e.args:
+            if isinstance(a, Expr):
+                yield from _aggregates(a)
+
+
+def merge_tables(program, lw: Lowered) -> tuple[np.ndarray, np.ndarray]:
+    """What the kernel needs to merge equivalent runs (SASE+ 4.2.2): per state, the V groups
+    any condition from there on reads (``relevant``: two runs of one start in that state with
+    equal relevant groups continue identically), and whether merging is worth trying there
+    (``merge``: no relevant group belongs to a stage whose events enter the state, else the
+    runs of a start that entered it by different events practically never agree)."""
+    from .kernels.nfa import FINAL, STOP, TAKE
+    n_s, ptr = program.n_states, program.trans_ptr
+    rel = np.zeros((n_s, lw.cond_groups.shape[1]), np.uint8)
+    for st in range(n_s):
+        for t in range(ptr[st], ptr[st + 1]):
+            if program.trans_cond[t] >= 0:
+                rel[st] |= lw.cond_groups[program.trans_cond[t]]
+    changed = True
+    while changed:  # everything read in any state reachable from here
+        changed = False
+        for st in range(n_s):
+            for t in range(ptr[st], ptr[st + 1]):
+                new = rel[st] | rel[program.trans_target[t]]
+                if (new != rel[st]).any():
+                    rel[st], changed = new, True
+    entered_by = [set() for _ in range(n_s)]
+    for st in range(n_s):
+        for t in range(ptr[st], ptr[st + 1]):
+            if program.trans_action[t] == TAKE:
+                entered_by[program.trans_target[t]].add(int(program.state_stage[st]))
+    merge = np.zeros(n_s, np.uint8)
+    for st in range(n_s):
+        if program.state_kind[st] not in (FINAL, STOP) and st != program.start_state:  # no run waits in the start
+            merge[st] = not any(rel[st, g] and lw.vg_stage[g] in entered_by[st] for g in range(len(lw.vg_stage)))
+    return rel, merge
+
+
 def literal_value(v, strings: dict) -> float:
     """A literal as the kernel sees it: numbers as float, strings as dictionary codes
     (registered now, so data seen later gets the same code), None as NaN."""
@@ -267,6 +311,12 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
     out.cond_thr = np.array(thr, np.int32).reshape(-1, 4)
     out.code = np.array(lw.code or [0], np.int32)
     out.consts = np.array(lw.consts or [0.0], np.float64)
+    n_groups = len(lw._vgroups)
+    out.cond_groups = np.zeros((len(table), max(1, n_groups)), np.uint8)
+    for i, e in enumerate(table):
+        for func, fld, stages in _aggregates(e):
+            for st in stages:
+                out.cond_groups[i, lw.vgroup(st, None if func == "count" else fld)] = 1
     groups = sorted(lw._vgroups.items(), key=lambda kv: kv[1])
     out.vg_stage = np.array([lw.stage_index[s] for (s, _), _ in groups], np.int32)
     out.vg_col = np.array([lw.column(Expr("col", (f,))) if f is not None else -1 for (_, f), _ in groups], np.int32)

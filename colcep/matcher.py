@@ -30,7 +30,8 @@ from .pattern import Pattern, parse_duration
 
 _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
-CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache
+CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
+CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
 
 
 def as_table(data: Any) -> pa.Table:
@@ -167,6 +168,7 @@ class Matcher:
             if t != cond.BOOL:
                 raise PatternError(f"stage {st_name!r}: a condition must be boolean, got a {t} expression {e!r}")
         self._lowered = cond.lower(self.program.conditions, self.program.stage_names, self._strings)
+        self._merge = cond.merge_tables(self.program, self._lowered)
         self._schema = schema
         self._kinds = kinds
         self._window = self._window_units(tt)
@@ -277,8 +279,9 @@ class Matcher:
         # (in arrival order) those reads stay in the cache. Every call appends to the same
         # (pooled) output arrays.
         nm = ne = 0
-        for lo in range(0, max(n, 1), CHUNK_ROWS):
-            hi = min(n, lo + CHUNK_ROWS)
+        chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
+        for lo in range(0, max(n, 1), chunk):
+            hi = min(n, lo + chunk)
             last = hi == n
             nm, ne = self._kernel(codes[lo:hi], n_keys, self._rows_seen + lo, ts[lo:hi], masks[:, lo:hi],
                                   cols[:, lo:hi], start_mask[lo:hi], flush and last, nm, ne)
@@ -300,7 +303,7 @@ class Matcher:
         skip_stage = p.stage_names.index(skip.stage) if skip.stage is not None else -1
         res = knfa.run_batch(
             p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
-            lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col, lw.cond_thr,
+            lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col, lw.cond_thr, *self._merge,
             self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
             n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
             *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4], *self._out, nm, ne)
@@ -412,8 +415,8 @@ class Matcher:
     def _trim_retained(self) -> None:
         if not self._retained:
             return
-        n_row, _, _, n_ref, meta = self._buf
-        oldest = int(kbuf.min_live_row(n_row, n_ref, meta[0]))
+        n_row, n_stage, _, n_ref, meta = self._buf
+        oldest = int(kbuf.min_live_row(n_row, n_stage, n_ref, meta[0]))
         if oldest < 0:
             oldest = self._rows_seen
         while self._retained and self._retained[0][0] + self._retained[0][1].num_rows <= oldest:

@@ -8,11 +8,18 @@ run points at its last node and its match is the walk back to the root (Flink's
 and child nodes pointing at a node; a node whose count drops to zero is released, with its
 parent, onto a free list and its slot is reused by the next allocation (the paper's object
 pool). ``meta`` holds ``[high_water, free_head, free_count]``.
+
+Merged runs (SASE+'s merging of equivalent runs) make the forest a DAG: a JOIN node (stage
+``JOIN``) stands for the union of two nodes' paths, ``parent`` the first and ``row`` the
+second, holding a reference on each. A run or node whose ancestry has a JOIN ends several
+paths; ``walk_paths`` enumerates them. The single-path walks (``extract``,
+``path_length``, ``compare_paths``) are for join-free paths.
 """
 import numpy as np
 from numba import njit
 
 META_HIGH, META_FREE, META_NFREE = 0, 1, 2
+JOIN = -2  # the stage of a JOIN node
 
 
 def new_buffer(capacity: int = 1024):
@@ -60,18 +67,110 @@ def alloc(n_row, n_stage, n_parent, n_ref, meta, row, stage, parent):
 
 
 @njit(cache=True, nogil=True)
-def release(n_parent, n_ref, meta, node):
-    """Drop one reference to ``node``; free it, and then its ancestors, when unreferenced."""
-    while node >= 0:
-        n_ref[node] -= 1
-        if n_ref[node] > 0:
+def join(n_row, n_stage, n_parent, n_ref, meta, a, b):
+    """A JOIN node for the paths of ``a`` and of ``b`` (capacity must have been reserved),
+    taking over the caller's reference to each and holding one for the caller."""
+    i = alloc(n_row, n_stage, n_parent, n_ref, meta, b, JOIN, -1)
+    n_parent[i] = a
+    n_ref[i] = 1
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _free(n_parent, n_ref, meta, node):
+    n_parent[node] = meta[META_FREE]
+    n_ref[node] = -1  # marks a free slot
+    meta[META_FREE] = node
+    meta[META_NFREE] += 1
+
+
+@njit(cache=True, nogil=True)
+def release(n_row, n_stage, n_parent, n_ref, meta, node):
+    """Drop one reference to ``node``; free it, and then its ancestors, when unreferenced.
+    A JOIN node's second side waits on a stack linked through the JOINs' ``parent`` fields
+    (no recursion: Numba does not cache recursive functions reliably)."""
+    stack = -1
+    while True:
+        while node >= 0:
+            n_ref[node] -= 1
+            if n_ref[node] > 0:
+                break
+            parent = n_parent[node]
+            if n_stage[node] == JOIN:
+                n_parent[node] = stack
+                stack = node
+            else:
+                _free(n_parent, n_ref, meta, node)
+            node = parent
+        if stack < 0:
             return
-        parent = n_parent[node]
-        n_parent[node] = meta[META_FREE]
-        n_ref[node] = -1  # marks a free slot
-        meta[META_FREE] = node
-        meta[META_NFREE] += 1
-        node = parent
+        j = stack
+        stack = n_parent[j]
+        node = n_row[j]
+        _free(n_parent, n_ref, meta, j)
+
+
+@njit(cache=True, nogil=True)
+def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_stage, ne):
+    """Every path ending at ``node`` (a JOIN's first side first): counted, or with ``write``
+    appended as records ``m_off[nm]..m_off[nm + 1]`` of ``e_row`` / ``e_stage`` in arrival
+    order. Returns ``(paths, events)``, or ``(nm, ne)`` after writing. ``walk`` is scratch
+    space for four times the buffer's capacity (a path's nodes, then the JOINs it passed);
+    a join-free path does not use it."""
+    length = 0
+    x = node
+    while x >= 0 and n_stage[x] != JOIN:
+        length += 1
+        x = n_parent[x]
+    if x < 0:  # one path
+        if not write:
+            return 1, length
+        m_off[nm] = ne
+        x = node
+        for i in range(ne + length - 1, ne - 1, -1):
+            e_row[i] = n_row[x]
+            e_stage[i] = n_stage[x]
+            x = n_parent[x]
+        m_off[nm + 1] = ne + length
+        return nm + 1, ne + length
+    half = walk.shape[0] // 2
+    paths = 0
+    events = 0
+    plen = 0   # nodes of the current path, leaf first, at walk[:plen]
+    sp = 0     # JOINs passed: walk[half + 2d] the node, walk[half + 2d + 1] = 2 * plen + side
+    cur = node
+    while True:
+        while cur >= 0 and n_stage[cur] != JOIN:
+            walk[plen] = cur
+            plen += 1
+            cur = n_parent[cur]
+        if cur >= 0:
+            walk[half + 2 * sp] = cur
+            walk[half + 2 * sp + 1] = 2 * plen
+            sp += 1
+            cur = n_parent[cur]
+            continue
+        paths += 1
+        events += plen
+        if write:
+            m_off[nm] = ne
+            for i in range(plen):
+                x = walk[plen - 1 - i]
+                e_row[ne + i] = n_row[x]
+                e_stage[ne + i] = n_stage[x]
+            ne += plen
+            nm += 1
+            m_off[nm] = ne
+        while sp > 0 and walk[half + 2 * sp - 1] & 1:
+            sp -= 1
+        if sp == 0:
+            break
+        walk[half + 2 * sp - 1] += 1  # now the JOIN's second side
+        plen = walk[half + 2 * sp - 1] >> 1
+        cur = n_row[walk[half + 2 * sp - 2]]
+    if write:
+        return nm, ne
+    return paths, events
 
 
 @njit(cache=True, nogil=True)
@@ -137,10 +236,10 @@ def live_nodes(n_ref, high):
 
 
 @njit(cache=True, nogil=True)
-def min_live_row(n_row, n_ref, high):
+def min_live_row(n_row, n_stage, n_ref, high):
     """The oldest event position any live node refers to (-1 when the buffer is empty)."""
     m = -1
     for i in range(high):
-        if n_ref[i] >= 0 and (m < 0 or n_row[i] < m):
+        if n_ref[i] >= 0 and n_stage[i] != JOIN and (m < 0 or n_row[i] < m):
             m = n_row[i]
     return m

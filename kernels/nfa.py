@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import grow, grow_rows
-from .buffer import alloc, compare_paths, path_length, release, reserve
+from .buffer import alloc, compare_paths, join, release, reserve, walk_paths
 from .vm import STACK, VW, compare, eval_program, eval_value, v_init, v_update
 
 TAKE, IGNORE, PROCEED = 0, 1, 2
@@ -152,33 +152,71 @@ def _next_event(c, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, col
 
 
 @njit(cache=True, nogil=True)
-def _write_match(node, length, key, emit_row, timed_out, tts, n_row, n_stage, n_parent,
-                 m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
-    """Write match ``nm`` (ending at ``node``, ``length`` events) at ``e_*[ne:]``: its events
-    in stage order, arrival order within a stage. Capacity must have been made."""
-    x = node
-    i = ne + length - 1
-    while x >= 0:
-        e_row[i] = n_row[x]
-        e_stage[i] = n_stage[x]
-        x = n_parent[x]
-        i -= 1
-    for i in range(ne + 1, ne + length):  # stable insertion sort by stage (usually sorted already)
+def _stage_order(e_row, e_stage, lo, hi):
+    """Put the events ``lo..hi`` of a match (arrival order) in stage order, arrival order
+    within a stage (a stable insertion sort: usually sorted already)."""
+    for i in range(lo + 1, hi):
         r = e_row[i]
         s = e_stage[i]
         j = i - 1
-        while j >= ne and e_stage[j] > s:
+        while j >= lo and e_stage[j] > s:
             e_row[j + 1] = e_row[j]
             e_stage[j + 1] = e_stage[j]
             j -= 1
         e_row[j + 1] = r
         e_stage[j + 1] = s
-    m_key[nm] = key
-    m_row[nm] = emit_row
-    m_flag[nm] = timed_out
-    m_tts[nm] = tts
-    m_off[nm] = ne
-    m_off[nm + 1] = ne + length
+
+
+@njit(cache=True, nogil=True)
+def _record_before(e_row, e_stage, a0, a1, b0, b1):
+    """Queue order of two matches written in arrival order (``compare_paths`` on records):
+    events' positions lexicographically, then the shorter, then the stages."""
+    m = min(a1 - a0, b1 - b0)
+    for i in range(m):
+        if e_row[a0 + i] != e_row[b0 + i]:
+            return e_row[a0 + i] < e_row[b0 + i]
+    if a1 - a0 != b1 - b0:
+        return a1 - a0 < b1 - b0
+    for i in range(m):
+        if e_stage[a0 + i] != e_stage[b0 + i]:
+            return e_stage[a0 + i] < e_stage[b0 + i]
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _sort_records(m_off, m_tts, lo, hi, e_row, e_stage, scratch):
+    """Order the matches ``lo..hi`` (same key and emitting event, no timeouts) by the queue's
+    order; ``e_*[scratch:]`` has room for their events, ``m_tts[lo:hi]`` is borrowed (zero)."""
+    for r in range(lo, hi):  # insertion sort of record numbers, kept in m_tts
+        x = r
+        q = r - 1
+        while q >= lo and _record_before(e_row, e_stage, m_off[x], m_off[x + 1], m_off[m_tts[q]],
+                                         m_off[m_tts[q] + 1]):
+            m_tts[q + 1] = m_tts[q]
+            q -= 1
+        m_tts[q + 1] = x
+    w = scratch
+    for q in range(lo, hi):
+        r = m_tts[q]
+        for x in range(m_off[r], m_off[r + 1]):
+            e_row[w] = e_row[x]
+            e_stage[w] = e_stage[x]
+            w += 1
+    base = m_off[lo]
+    w = base
+    for q in range(lo, hi):
+        r = m_tts[q]
+        n = m_off[r + 1] - m_off[r]
+        m_tts[q] = n
+    for q in range(lo, hi):
+        n = m_tts[q]
+        m_off[q] = w
+        w += n
+        m_tts[q] = 0
+    m_off[hi] = w
+    for x in range(base, w):
+        e_row[x] = e_row[scratch + x - base]
+        e_stage[x] = e_stage[scratch + x - base]
 
 
 @njit(cache=True, nogil=True)
@@ -290,7 +328,7 @@ def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, 
         keep_best = not (held < nh and hq_spos[held] == s)
         for x in range(q, r):
             if x != best or not keep_best:
-                release(n_parent, n_ref, meta, p_node[x])
+                release(n_row, n_stage, n_parent, n_ref, meta, p_node[x])
         if keep_best:
             p_node[kept] = p_node[best]
             p_sts[kept] = p_sts[best]
@@ -304,7 +342,7 @@ def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, 
     w = 0
     for i in range(nb):
         if kill[i]:
-            release(n_parent, n_ref, meta, W_node[bo + i])
+            release(n_row, n_stage, n_parent, n_ref, meta, W_node[bo + i])
         else:
             if w != i:
                 _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, bo + i, bo + w)
@@ -334,24 +372,84 @@ def _dfs_bounds(tr_ptr, tr_act, tr_tgt, n_states):
 
 
 @njit(cache=True, nogil=True)
-def _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref, meta,
+def _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref, meta, walk,
                    m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
-    """Write the matches emitted during the last event and release their nodes. Returns
-    (matches, events) written, or (-1, events needed) when the outputs are too small."""
+    """Write the matches emitted during the last event and release their nodes: one match per
+    path, so a merged run's completion gives each of its runs' matches, put in the queue's
+    order. Returns (matches, events) written, or (-1, events of room needed)."""
+    records = 0
     total = 0
     for i in range(npend):
-        total += path_length(n_parent, pend_node[i])
-    if nm + npend + 1 >= m_off.shape[0] or nm + npend >= m_key.shape[0] or ne + total > e_row.shape[0]:
-        return -1, total
+        c, e = walk_paths(n_row, n_stage, n_parent, pend_node[i], walk, False, m_off, 0, e_row, e_stage, 0)
+        records += c
+        total += e
+    room = total if records == npend else 2 * total  # merged paths are sorted through scratch
+    if nm + records + 1 >= m_off.shape[0] or nm + records >= m_key.shape[0] or ne + room > e_row.shape[0]:
+        return -1, room
+    first = nm
+    m_off[nm] = ne
     for i in range(npend):
-        node = pend_node[i]
-        length = path_length(n_parent, node)
-        _write_match(node, length, k, pend_g[i], pend_flag[i], pend_tts[i], n_row, n_stage, n_parent,
-                     m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
-        nm += 1
-        ne += length
-        release(n_parent, n_ref, meta, node)
+        r0 = nm
+        nm, ne = walk_paths(n_row, n_stage, n_parent, pend_node[i], walk, True, m_off, nm, e_row, e_stage, ne)
+        for r in range(r0, nm):
+            m_key[r] = k
+            m_row[r] = pend_g[i]
+            m_flag[r] = pend_flag[i]
+            m_tts[r] = pend_tts[i]
+        release(n_row, n_stage, n_parent, n_ref, meta, pend_node[i])
+    if records > npend:
+        _sort_records(m_off, m_tts, first, nm, e_row, e_stage, ne)
+    for r in range(first, nm):
+        _stage_order(e_row, e_stage, m_off[r], m_off[r + 1])
     return nm, ne
+
+
+@njit(cache=True, nogil=True)
+def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, st_rel, st_merge,
+                n_row, n_stage, n_parent, n_ref, meta):
+    """SASE+'s merging of equivalent runs: a run made at this event (``new``) in the same
+    state as an earlier run of the same start, with the same relevant part of V
+    (``st_rel``), continues identically, so it becomes that run: a JOIN node keeps both paths.
+    Returns the number of runs left (kept in order at ``bo``)."""
+    w = 0
+    for q in range(nb):
+        x = bo + q
+        s = W_state[x]
+        y = -1
+        if new[q] and st_merge[s]:
+            # an equal run of the same start: kept before it, or older and after it
+            r = w - 1
+            while r >= 0 and W_spos[bo + r] == W_spos[x] and y < 0:
+                if W_state[bo + r] == s and _same_relevant(W_v, (bo + r) * vw, x * vw, st_rel, s):
+                    y = bo + r
+                r -= 1
+            r = q + 1
+            while r < nb and W_spos[bo + r] == W_spos[x] and y < 0:
+                if not new[r] and W_state[bo + r] == s and _same_relevant(W_v, (bo + r) * vw, x * vw, st_rel, s):
+                    y = bo + r
+                r += 1
+        if y >= 0:
+            W_node[y] = join(n_row, n_stage, n_parent, n_ref, meta, W_node[y], W_node[x])
+            if W_wake[x] < W_wake[y]:
+                W_wake[y] = W_wake[x]
+        else:
+            if w != q:
+                _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, x, bo + w)
+            w += 1
+    return w
+
+
+@njit(cache=True, nogil=True)
+def _same_relevant(v, a, b, st_rel, s):
+    """The V groups state ``s`` reads are equal (bit for bit: nulls equal) at ``a`` and ``b``."""
+    for g in range(st_rel.shape[1]):
+        if st_rel[s, g]:
+            for f in range(VW):
+                x = v[a + g * VW + f]
+                y = v[b + g * VW + f]
+                if x != y and not (x != x and y != y):
+                    return False
+    return True
 
 
 # what _run_key asks of its caller
@@ -361,13 +459,13 @@ DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY = 0, 1, 2, 3
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def _run_key(
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond,
-        window, skip_code, skip_stage, want_timeouts, max_runs, dominate, per_run, vw,
+        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
+        window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
         W_state, W_node, W_sts, W_spos, W_wake, W_v, p_node, p_sts, p_spos, kill,
         hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
         stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
-        n_row, n_stage, n_parent, n_ref, meta,
+        n_row, n_stage, n_parent, n_ref, meta, walk,
         m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage,
         j, ao, a_half, na, nh, npend, nm, ne, dead, stamp):
     """Run key ``k`` from its event ``j`` on, with the arrays it is given (it never grows
@@ -382,7 +480,7 @@ def _run_key(
     while True:
         if npend > 0:
             r1, r2 = _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent,
-                                    n_ref, meta, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
+                                    n_ref, meta, walk, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
             if r1 < 0:
                 return NEED_OUT, j, ao, a_half, na, nh, npend, nm, r2, dead, stamp
             nm = r1
@@ -444,7 +542,7 @@ def _run_key(
                             pend_flag[npend] = 1
                             pend_tts[npend] = W_sts[i] + window
                             npend += 1
-                        release(n_parent, n_ref, meta, W_node[i])
+                        release(n_row, n_stage, n_parent, n_ref, meta, W_node[i])
                 # the survivors stay where they are: the list now starts after the cut
                 bo = ao + cut
                 nb = na - cut
@@ -486,6 +584,7 @@ def _run_key(
                             W_wake[x] = wake
                             for jj in range(vw):
                                 W_v[x * vw + jj] = W_v[(ao + i) * vw + jj]
+                            kill[nb] = 0  # not new: never merged into an earlier run
                             nb += 1
                             if wake < min_wake:
                                 min_wake = wake
@@ -590,7 +689,7 @@ def _run_key(
                             elif kind == STOP:
                                 discard = True
                                 if node1 >= 0:
-                                    release(n_parent, n_ref, meta, node1)
+                                    release(n_row, n_stage, n_parent, n_ref, meta, node1)
                             else:
                                 x = bo + nb
                                 W_state[x] = s1
@@ -612,18 +711,22 @@ def _run_key(
                                 W_wake[x] = wake
                                 if wake < min_wake:
                                     min_wake = wake
+                                kill[x - bo] = 1  # made at this event
                                 nb += 1
                         if act == TAKE and n_ref[node1] == 0:
-                            release(n_parent, n_ref, meta, node1)  # nobody kept the new node
+                            release(n_row, n_stage, n_parent, n_ref, meta, node1)  # nobody kept the new node
                     if discard:
                         for q in range(first_child, nb):
                             if W_node[bo + q] >= 0:
-                                release(n_parent, n_ref, meta, W_node[bo + q])
+                                release(n_row, n_stage, n_parent, n_ref, meta, W_node[bo + q])
                         nb = first_child
                         if is_start:
                             dead = True  # Flink discards the start state with the path
                     if not is_start and node0 >= 0:
-                        release(n_parent, n_ref, meta, node0)
+                        release(n_row, n_stage, n_parent, n_ref, meta, node0)
+                if merging and not fast:
+                    nb = _merge_runs(bo, nb, kill, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, st_rel, st_merge,
+                                     n_row, n_stage, n_parent, n_ref, meta)
                 if nb > max_runs:
                     return OVER_CAPACITY, j, ao, a_half, na, nh, npend, nm, nb, dead, stamp
 
@@ -656,11 +759,11 @@ def _run_key(
                 head += 1
                 if pid >= 0:
                     while nb > 0 and (W_spos[bo] < pid or (not strict_prune and W_spos[bo] == pid)):
-                        release(n_parent, n_ref, meta, W_node[bo])
+                        release(n_row, n_stage, n_parent, n_ref, meta, W_node[bo])
                         bo += 1
                         nb -= 1
                     while head < nh and (hq_spos[head] < pid or (not strict_prune and hq_spos[head] == pid)):
-                        release(n_parent, n_ref, meta, hq_node[head])
+                        release(n_row, n_stage, n_parent, n_ref, meta, hq_node[head])
                         head += 1
                 pend_node[npend] = node  # the queue's reference moves to the emitted match
                 pend_g[npend] = g
@@ -685,7 +788,7 @@ def _run_key(
 def run_batch(
         # the program
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr,
+        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, st_rel, st_merge,
         window, skip_code, skip_stage, want_timeouts, max_runs, flush,
         # the batch: rows in input order, ``order`` lists them grouped by key (``key_ptr``);
         # ``row0`` is the stream position of the batch's first row
@@ -705,6 +808,12 @@ def run_batch(
     max_push, max_edges = _dfs_bounds(tr_ptr, tr_act, tr_tgt, st_kind.shape[0])
     sleep_cond = sleep_conditions(st_kind, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a)
     per_run = 2 * max_edges + 1
+    # Merging equivalent runs (SASE+ 4.2.2): with no skip strategy and no timed-out output a
+    # completed merged run stands for its runs' matches, all emitted at once
+    merging = skip_code == NO_SKIP and not want_timeouts and st_merge.any()
+    if merging:
+        per_run *= 2  # a JOIN node per merged child
+    walk = np.empty(4 * n_row.shape[0] + 16 if merging else 16, np.int64)  # scratch: paths through JOINs
     # new carried state
     nr_ptr = np.zeros(n_keys + 1, np.int64)
     nr_state = np.empty(max(16, r_state.shape[0]), np.int32)
@@ -793,16 +902,16 @@ def run_batch(
         n_rows = key_ptr[k + 1] - key_ptr[k]
         n_events = n_rows + 1 if flush else n_rows
         row_lo = key_ptr[k]
-        while True:
+        while n_events > 0:  # (a key without events here keeps its state as it is)
             code_, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp = _run_key(
                 st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-                cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond,
-                window, skip_code, skip_stage, want_timeouts, max_runs, dominate, per_run, vw,
+                cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
+                window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
                 k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
                 W_state, W_node, W_sts, W_spos, W_wake, W_v, p_node, p_sts, p_spos, kill,
                 hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
                 stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
-                n_row, n_stage, n_parent, n_ref, meta,
+                n_row, n_stage, n_parent, n_ref, meta, walk,
                 m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage,
                 j, ao, a_half, na, nh, npend, nm, ne, dead, stamp)
             if code_ == DONE:
@@ -818,13 +927,15 @@ def run_batch(
             if code_ == NEED_OUT:  # ``ne`` holds the events the waiting matches need
                 ne_now = m_off[nm]
                 m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = _grow_out(
-                    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + npend + 2, ne_now + ne)
+                    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + ne + 2, ne_now + ne)
                 ne = ne_now
                 continue
             # NEED_ROOM
             need = (na + 1) * per_run
             if n_row.shape[0] - meta[0] + meta[2] < need:
                 n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
+                if merging and walk.shape[0] < 4 * n_row.shape[0]:
+                    walk = np.empty(4 * n_row.shape[0] + 16, np.int64)
             if need > cap or need > p_node.shape[0]:
                 cap = max(cap, 2 * need)
                 W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_wake,
