@@ -9,6 +9,9 @@ growing the window grows the live partial matches a new event must visit:
   partial matches of one key: flat means cost linear in live partial matches.
 - ``Triples``: P4's shape (rising triples) within W: live partial matches and matches both grow
   superlinearly; the cost includes materialising the matches.
+- ``KleeneCombinations``: a Kleene plus under skip till any (``allow_combinations``): without
+  merging a start's runs double with every matching tick (2^k); with merging of equivalent runs
+  (SASE+ 4.2.2) the live partial matches grow linearly with W, like ``RarePairs``.
 
 ``track_state_bytes_per_live_pm``: the bytes of numpy arrays the Matcher holds (allocated
 capacity: runs, held matches, shared buffer) at the batch with the most live partial matches,
@@ -16,7 +19,7 @@ divided by that number.
 
 The table is fed in 20 batches to one Matcher; live partial matches are sampled after each.
 """
-from .common import QUICK, any_triple, load, make_data, rare_pair, stream_scan, best_time, warm_up
+from .common import QUICK, any_triple, best_time, kleene_combinations, load, make_data, rare_pair, stream_scan, warm_up
 
 EVENTS = 10_000 if QUICK else 100_000
 SYMBOLS = 100
@@ -78,3 +81,7 @@ class RarePairs:
 class Triples(RarePairs):
     params = [[0.5, 1] if QUICK else [0.5, 1, 2, 4]]
     make = staticmethod(any_triple)
+
+
+class KleeneCombinations(RarePairs):
+    make = staticmethod(kleene_combinations)

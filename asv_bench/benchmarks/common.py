@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 import colcep
 from colcep.examples import BENCHMARK_PATTERNS
-from colcep.expr import col, last
+from colcep.expr import col, first, last
 from colcep.pattern import Pattern
 from colcep.ticks import make_ticks
 
@@ -160,6 +160,17 @@ def any_triple(window_ms: int) -> Pattern:
     return (Pattern.begin("a").where(col("volume") > 600.0)
             .followed_by_any("b").where(col("price") > last("price", of="a"))
             .followed_by_any("c").where(col("price") > last("price", of="b"))
+            .within(window_ms))
+
+
+def kleene_combinations(window_ms: int) -> Pattern:
+    """A Kleene plus under skip till any (``allow_combinations``) that almost never completes:
+    after a tick with volume > 600, any combination of ticks above its price, then a 5 % drop
+    below it. Unmerged, a start's branches double with every such tick (2^k runs); merged
+    (SASE+ 4.2.2: the later conditions read only ``a``) a start keeps one run per state."""
+    return (Pattern.begin("a").where(col("volume") > 600.0)
+            .followed_by_any("b").where(col("price") > first("price", of="a")).one_or_more().allow_combinations()
+            .followed_by("c").where(col("price") < first("price", of="a") * 0.95)
             .within(window_ms))
 
 
