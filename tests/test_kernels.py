@@ -30,7 +30,7 @@ def test_alloc_extract_and_release_chain():
     assert kb.extract(n_row, n_stage, n_parent, c, rows, stages) == 3
     assert rows.tolist() == [10, 12, 15] and stages.tolist() == [0, 1, 1]
     assert kb.live_nodes(n_ref, meta[0]) == 3
-    kb.release(n_parent, n_ref, meta, c)  # the run dies: the whole chain goes
+    kb.release(n_row, n_stage, n_parent, n_ref, meta, c)  # the run dies: the whole chain goes
     assert kb.live_nodes(n_ref, meta[0]) == 0
     assert meta[2] == 3  # three slots on the free list
 
@@ -42,12 +42,12 @@ def test_shared_prefix_survives_until_last_reference():
     b2 = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 3, 1, a)
     n_ref[b1] += 1
     n_ref[b2] += 1
-    kb.release(n_parent, n_ref, meta, b1)
+    kb.release(n_row, n_stage, n_parent, n_ref, meta, b1)
     assert kb.live_nodes(n_ref, meta[0]) == 2 and n_ref[a] == 1
-    assert kb.min_live_row(n_row, n_ref, meta[0]) == 1
-    kb.release(n_parent, n_ref, meta, b2)
+    assert kb.min_live_row(n_row, n_stage, n_ref, meta[0]) == 1
+    kb.release(n_row, n_stage, n_parent, n_ref, meta, b2)
     assert kb.live_nodes(n_ref, meta[0]) == 0
-    assert kb.min_live_row(n_row, n_ref, meta[0]) == -1
+    assert kb.min_live_row(n_row, n_stage, n_ref, meta[0]) == -1
 
 
 def test_released_slots_are_reused_before_growing():
@@ -55,7 +55,7 @@ def test_released_slots_are_reused_before_growing():
     nodes = [kb.alloc(n_row, n_stage, n_parent, n_ref, meta, i, 0, -1) for i in range(4)]
     for x in nodes:
         n_ref[x] += 1
-        kb.release(n_parent, n_ref, meta, x)
+        kb.release(n_row, n_stage, n_parent, n_ref, meta, x)
     grown = kb.reserve(n_row, n_stage, n_parent, n_ref, meta, 4)
     assert grown[0] is n_row  # no growth: four free slots
     again = {kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 9, 0, -1) for _ in range(4)}
@@ -89,7 +89,7 @@ def test_buffer_matches_a_python_model(ops):
         handles.append(x)
         if kill and live:
             victim = live[0]
-            kb.release(buf[2], buf[3], buf[4], victim)
+            kb.release(*buf, victim)
             node = victim
             while node >= 0:
                 model_ref[node] -= 1
@@ -105,6 +105,196 @@ def test_buffer_matches_a_python_model(ops):
                 path.append(node)
                 node = model_parent[node]
             assert kb.path_length(buf[2], h) == len(path)
+
+
+def _walk(buf, node, walk, write=False, m_off=None, nm=0, e_row=None, e_stage=None, ne=0):
+    if m_off is None:
+        m_off, e_row, e_stage = np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
+    return kb.walk_paths(buf[0], buf[1], buf[2], node, walk, write, m_off, nm, e_row, e_stage, ne)
+
+
+def _records(m_off, e_row, e_stage, lo, hi):
+    return [list(zip(e_row[m_off[k]:m_off[k + 1]].tolist(), e_stage[m_off[k]:m_off[k + 1]].tolist()))
+            for k in range(lo, hi)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 63), st.integers(0, 63), st.integers(0, 3)),
+                min_size=1, max_size=40))
+def test_buffer_with_joins_matches_a_python_model(ops):
+    """Random allocations (parent = any live node, JOINs included, or none), extra references,
+    JOINs of two held references (possibly to the same node) and releases, against a dict
+    model: live slots and reference counts, every held node's paths (counted and written),
+    min_live_row; then releasing everything empties the buffer onto the free list."""
+    buf = list(kb.new_buffer(2))
+    walk = np.empty(4 * 2 + 16, np.int64)
+    node, ref, handles = {}, {}, []  # node: ('n', row, stage, parent) or ('j', first, second)
+
+    def grow():
+        nonlocal walk
+        buf[:4] = kb.reserve(*buf, 1)
+        walk = np.empty(4 * buf[0].shape[0] + 16, np.int64)
+
+    def model_release(x):
+        todo = [x]
+        while todo:
+            y = todo.pop()
+            ref[y] -= 1
+            if ref[y] == 0:
+                del ref[y]
+                k = node.pop(y)
+                todo += [k[1], k[2]] if k[0] == 'j' else [k[3]] if k[3] >= 0 else []
+
+    def paths(x):  # root first; a JOIN's first side first
+        if x < 0:
+            return [[]]
+        k = node[x]
+        if k[0] == 'j':
+            return paths(k[1]) + paths(k[2])
+        return [p + [(k[1], k[2])] for p in paths(k[3])]
+
+    def counts(x, memo):  # (paths, events) without enumerating
+        if x < 0:
+            return 1, 0
+        if x not in memo:
+            k = node[x]
+            if k[0] == 'j':
+                (p1, e1), (p2, e2) = counts(k[1], memo), counts(k[2], memo)
+                memo[x] = p1 + p2, e1 + e2
+            else:
+                p, e = counts(k[3], memo)
+                memo[x] = p, e + p
+        return memo[x]
+
+    for kind, i, j, stage in ops:
+        live = sorted(ref)
+        if kind == 0:  # a new node held by the caller
+            grow()
+            pick = i % (len(live) + 1)
+            parent = live[pick] if pick < len(live) else -1
+            x = kb.alloc(*buf, j, stage, parent)
+            assert x not in ref
+            node[x], ref[x] = ('n', j, stage, parent), 1
+            if parent >= 0:
+                ref[parent] += 1
+            buf[3][x] += 1
+            handles.append(x)
+        elif kind == 1 and live:  # another reference to a live node
+            x = live[i % len(live)]
+            buf[3][x] += 1
+            ref[x] += 1
+            handles.append(x)
+        elif kind == 2 and len(handles) >= 2:  # merge two held references
+            ia = i % len(handles)
+            ib = (ia + 1 + j % (len(handles) - 1)) % len(handles)
+            a, b = handles[ia], handles[ib]
+            for k in sorted((ia, ib), reverse=True):
+                del handles[k]
+            grow()
+            x = kb.join(*buf, a, b)
+            assert x not in ref
+            node[x], ref[x] = ('j', a, b), 1
+            handles.append(x)
+        elif kind == 3 and handles:
+            x = handles.pop(i % len(handles))
+            kb.release(*buf, x)
+            model_release(x)
+
+        high = buf[4][0]
+        n_ref = buf[3]
+        assert kb.live_nodes(n_ref, high) == len(ref)
+        assert {x: int(n_ref[x]) for x in np.flatnonzero(n_ref[:high] >= 0).tolist()} == ref
+        rows = [k[1] for k in node.values() if k[0] == 'n']
+        assert kb.min_live_row(buf[0], buf[1], n_ref, high) == (min(rows) if rows else -1)
+        memo = {}
+        for h in set(handles):
+            np_, ne_ = counts(h, memo)
+            assert _walk(buf, h, walk) == (np_, ne_)
+            if np_ > 300:
+                continue
+            m_off = np.full(np_ + 2, -9, np.int64)
+            e_row, e_stage = np.full(ne_ + 2, -9, np.int64), np.full(ne_ + 2, -9, np.int32)
+            assert _walk(buf, h, walk, True, m_off, 0, e_row, e_stage, 0) == (np_, ne_)
+            assert m_off[0] == 0 and m_off[np_ + 1] == -9 and (e_row[ne_:] == -9).all()
+            assert _records(m_off, e_row, e_stage, 0, np_) == paths(h)
+
+    for x in handles:
+        kb.release(*buf, x)
+    high, free = buf[4][0], []
+    assert kb.live_nodes(buf[3], high) == 0 and buf[4][2] == high
+    x = buf[4][1]
+    while x >= 0 and len(free) <= high:  # the free list links every used slot once
+        free.append(x)
+        x = buf[2][x]
+    assert sorted(free) == list(range(high))
+
+
+def test_walk_paths_and_release_on_a_deep_chain_with_joins():
+    """~2,000 chained nodes, a JOIN with a fresh root every fifth node and, three times, a
+    JOIN of a node with its own child followed by a JOIN of that JOIN with its child. Path
+    and event counts are tracked during construction; releasing the tip frees everything."""
+    buf = list(kb.new_buffer(16))
+    cnt, ev = {-1: 1}, {-1: 0}  # paths and events ending at a node, by construction
+    row = 0
+
+    def new(parent):  # a new node held by the caller
+        nonlocal row
+        buf[:4] = kb.reserve(*buf, 1)
+        x = kb.alloc(*buf, row, row % 3, parent)
+        row += 1
+        buf[3][x] += 1
+        cnt[x], ev[x] = cnt[parent], ev[parent] + cnt[parent]
+        return x
+
+    def joined(a, b):
+        buf[:4] = kb.reserve(*buf, 1)
+        x = kb.join(*buf, a, b)
+        cnt[x], ev[x] = cnt[a] + cnt[b], ev[a] + ev[b]
+        return x
+
+    def check(x):
+        walk = np.empty(4 * buf[0].shape[0] + 16, np.int64)
+        assert _walk(buf, x, walk) == (cnt[x], ev[x])
+
+    tip = new(-1)
+    for i in range(1, 2000):
+        y = new(tip)
+        kb.release(*buf, tip)  # the child keeps it
+        tip = y
+        if i % 5 == 0:
+            tip = joined(tip, new(-1))
+        if i % 600 == 0:  # sides sharing a prefix, nested
+            tip = joined(tip, new(tip))
+            tip = joined(tip, new(tip))
+        if i % 250 == 0:
+            check(tip)
+    check(tip)
+    assert cnt[tip] == (((1 + 120) * 4 + 120) * 4 + 120) * 4 + 39  # +1 per fresh root, x4 per pair
+    kb.release(*buf, tip)
+    assert kb.live_nodes(buf[3], buf[4][0]) == 0 and buf[4][2] == buf[4][0]
+
+
+def test_walk_paths_write_appends_after_existing_records():
+    buf = list(kb.new_buffer(8))
+    a = kb.alloc(*buf, 1, 0, -1)
+    b = kb.alloc(*buf, 2, 1, a)
+    c = kb.alloc(*buf, 3, 0, -1)
+    buf[3][b] += 2  # one reference for the JOIN, one kept
+    buf[3][c] += 1
+    j = kb.join(*buf, b, c)
+    d = kb.alloc(*buf, 4, 2, j)
+    walk = np.empty(4 * 8 + 16, np.int64)
+    m_off = np.full(8, -9, np.int64)
+    e_row, e_stage = np.full(12, -9, np.int64), np.full(12, -9, np.int32)
+    out = (m_off, 0, e_row, e_stage, 0)
+    for x, expect in [(b, (1, 2)), (d, (3, 7)), (a, (4, 8)), (j, (6, 11))]:  # join-free and merged
+        nm, ne = _walk(buf, x, walk, True, m_off, out[1], e_row, e_stage, out[4])
+        assert (nm, ne) == expect
+        out = (m_off, nm, e_row, e_stage, ne)
+    assert m_off.tolist() == [0, 2, 5, 7, 8, 10, 11, -9]
+    assert _records(m_off, e_row, e_stage, 0, 6) == [
+        [(1, 0), (2, 1)], [(1, 0), (2, 1), (4, 2)], [(3, 0), (4, 2)], [(1, 0)], [(1, 0), (2, 1)], [(3, 0)]]
+    assert e_row[11] == -9 and e_stage[11] == -9
 
 
 # ----------------------------------------------------------------------------- bytecode VM
