@@ -23,6 +23,18 @@ A key with no live run and no waiting match skips straight to its next row whose
 ``start_mask`` is set. Matches are written as (key, emitting row, timed-out flag, timeout
 time, offset) records plus their events (row, stage) in pattern-stage order.
 
+Waiting runs: in a state whose edges are TAKE(c) and IGNORE(not c | true) back to itself
+(``sleep_conditions``) a run is unchanged by every event where ``c`` is false, so its next
+event (``wake``) is found by a scan (``_next_event``: a float column against the run's
+threshold, a mask, or the VM) and the run is copied past the events before it; an event at
+which every run waits, none times out and the start run takes nothing is skipped; when only
+the start run acts, its children are appended in place.
+
+Merging (SASE+ 4.2.2, ``_merge_runs``): with no skip strategy and no timed-out output, a run
+made at this event that equals another run of its start in state and relevant V (``st_rel``)
+is folded into it through a JOIN node of the shared buffer; a completed merged run is written
+as one match per path (``buffer.walk_paths``), in queue order.
+
 Layout, for speed: the runs of the current event and of the next one share one set of
 flat arrays, each list a slice of its own half (``W_*``; V vectors ``vw`` floats a run, the
 empty V in the last row), so moving to the next event swaps two offsets and dropping a

@@ -238,7 +238,8 @@ def peak_above(fn) -> tuple[int, object]:
 
 def matcher_state_bytes(m: colcep.Matcher) -> int:
     """Bytes of the numpy arrays a Matcher holds between batches (runs, held matches, shared
-    buffer, per-key arrays), found by walking its attributes, so it follows renames."""
+    buffer, per-key arrays), found by walking its attributes, so it follows renames; not the
+    pooled output arrays (``_out``: scratch sized by the largest batch's matches)."""
     seen: set[int] = set()
 
     def walk(x) -> int:
@@ -253,7 +254,7 @@ def matcher_state_bytes(m: colcep.Matcher) -> int:
             return sum(walk(y) for y in x.values())
         return 0
 
-    return sum(walk(v) for k, v in vars(m).items() if k not in ("program", "_retained"))
+    return sum(walk(v) for k, v in vars(m).items() if k not in ("program", "_retained", "_out"))
 
 
 class GridScan:
