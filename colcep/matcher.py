@@ -32,6 +32,14 @@ _UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
+OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
+
+
+def _new_out() -> tuple:
+    """The kernel's output arrays (matches, their event offsets, events), reused from batch to
+    batch while they stay small."""
+    return (np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int32), np.empty(64, np.int64),
+            np.zeros(65, np.int64), np.empty(256, np.int64), np.empty(256, np.int32))
 
 
 def as_table(data: Any) -> pa.Table:
@@ -106,9 +114,7 @@ class Matcher:
         self._held = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                       np.zeros(0, np.int64))
         self._buf = kbuf.new_buffer()
-        # the kernel's output arrays (matches, their offsets and events), reused batch to batch
-        self._out = (np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int32), np.empty(64, np.int64),
-                     np.zeros(65, np.int64), np.empty(256, np.int64), np.empty(256, np.int32))
+        self._out = _new_out()
 
     # ------------------------------------------------------------------ public API
     def process(self, batch: Any) -> pa.Table:
@@ -291,6 +297,8 @@ class Matcher:
         m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
         out = self._output(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne],
                            e_stage[:ne], self._rows_seen - n, self._rows_seen)
+        if e_row.shape[0] > OUT_KEEP_EVENTS:
+            self._out = _new_out()
         self._trim_retained()
         return out
 
