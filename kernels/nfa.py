@@ -602,15 +602,7 @@ def _run_key(
                                 min_wake = wake
                             continue
                     stamp += 1
-                    if not is_start and wake == jc and sleep_cond[W_state[ao + i]] >= 0:
-                        # the scan found the run's condition true here: seed the condition cache
-                        c = sleep_cond[W_state[ao + i]]
-                        neg = False
-                        while cond_kind[c] == COND_NOT:
-                            neg = not neg
-                            c = cond_a[c]
-                        c_val[c] = 0 if neg else 1
-                        c_stamp[c] = stamp
+                    woke = not is_start and wake == jc and sleep_cond[W_state[ao + i]] >= 0
                     if is_start:
                         s0 = start_state
                         node0 = -1
@@ -623,11 +615,21 @@ def _run_key(
                         sts0 = W_sts[ao + i]
                         spos0 = W_spos[ao + i]
                         voff = (ao + i) * vw
-                    # decision graph: DFS over PROCEED edges, collecting TAKE / IGNORE edges
+                    # decision graph: DFS over PROCEED edges, collecting TAKE / IGNORE edges; a
+                    # waiting run whose scan found its condition true here takes its TAKE edge,
+                    # and its IGNORE edge when that one is unconditional
                     n_edges = 0
                     sp = 0
-                    stack[sp] = s0
-                    sp += 1
+                    if woke:
+                        for tr in range(tr_ptr[s0], tr_ptr[s0 + 1]):
+                            if tr_act[tr] == TAKE or tr_cond[tr] < 0:
+                                e_act[n_edges] = tr_act[tr]
+                                e_src[n_edges] = s0
+                                e_tgt[n_edges] = tr_tgt[tr]
+                                n_edges += 1
+                    else:
+                        stack[sp] = s0
+                        sp += 1
                     while sp > 0:
                         sp -= 1
                         s = stack[sp]
