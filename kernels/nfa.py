@@ -238,35 +238,40 @@ def _grow_out(m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, n_matches, n_e
 
 
 @njit(cache=True, nogil=True)
-def _grow_runs(W_state, W_node, W_sts, W_spos, W_wake, W_v, ao, na, cap, vw):
-    """Work arrays for ``cap`` runs a half, the current list (``ao``, ``na``) moved to offset 0."""
+def _grow_runs(W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, ao, na, cap, vw):
+    """Work arrays for ``cap`` runs a half, the current list (``ao``, ``na``) moved to offset 0
+    and its V vectors to the first slots of the V arena (two halves of ``2 * cap`` slots, then
+    the empty V)."""
     state = np.empty(2 * cap, np.int32)
     node = np.empty(2 * cap, np.int64)
     sts = np.empty(2 * cap, np.int64)
     spos = np.empty(2 * cap, np.int64)
     wake = np.empty(2 * cap, np.int64)
-    v = np.empty((2 * cap + 1) * vw, np.float64)
+    vs = np.empty(2 * cap, np.int64)
+    v = np.empty((4 * cap + 1) * vw, np.float64)
     for i in range(na):
         state[i] = W_state[ao + i]
         node[i] = W_node[ao + i]
         sts[i] = W_sts[ao + i]
         spos[i] = W_spos[ao + i]
         wake[i] = W_wake[ao + i]
+        vs[i] = i
         for j in range(vw):
-            v[i * vw + j] = W_v[(ao + i) * vw + j]
-    v_init(v[2 * cap * vw:])
-    return state, node, sts, spos, wake, v
+            v[i * vw + j] = W_v[W_vs[ao + i] * vw + j]
+    v_init(v[4 * cap * vw:])
+    v_at[0] = na
+    v_at[1] = 0
+    return state, node, sts, spos, wake, vs, v
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, src, dst):
+def _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst):
     W_state[dst] = W_state[src]
     W_node[dst] = W_node[src]
     W_sts[dst] = W_sts[src]
     W_spos[dst] = W_spos[src]
     W_wake[dst] = W_wake[src]
-    for j in range(vw):
-        W_v[dst * vw + j] = W_v[src * vw + j]
+    W_vs[dst] = W_vs[src]
 
 
 @njit(cache=True, nogil=True)
@@ -318,7 +323,7 @@ def _held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage,
 
 
 @njit(cache=True, nogil=True)
-def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, kill,
+def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake, W_vs, kill,
                    nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta):
     """Keep one completed match per start event (the first in queue order) and drop the
     start's other completed matches and live runs. ``p_*`` (this event's completed matches),
@@ -357,7 +362,7 @@ def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, 
             release(n_row, n_stage, n_parent, n_ref, meta, W_node[bo + i])
         else:
             if w != i:
-                _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, bo + i, bo + w)
+                _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, bo + i, bo + w)
             w += 1
     return kept, w
 
@@ -417,7 +422,7 @@ def _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_st
 
 
 @njit(cache=True, nogil=True)
-def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, st_rel, st_merge,
+def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel, st_merge,
                 n_row, n_stage, n_parent, n_ref, meta):
     """SASE+'s merging of equivalent runs: a run made at this event (``new``) in the same
     state as an earlier run of the same start, with the same relevant part of V
@@ -432,12 +437,12 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, st
             # an equal run of the same start: kept before it, or older and after it
             r = w - 1
             while r >= 0 and W_spos[bo + r] == W_spos[x] and y < 0:
-                if W_state[bo + r] == s and _same_relevant(W_v, (bo + r) * vw, x * vw, st_rel, s):
+                if W_state[bo + r] == s and _same_relevant(W_v, W_vs[bo + r] * vw, W_vs[x] * vw, st_rel, s):
                     y = bo + r
                 r -= 1
             r = q + 1
             while r < nb and W_spos[bo + r] == W_spos[x] and y < 0:
-                if not new[r] and W_state[bo + r] == s and _same_relevant(W_v, (bo + r) * vw, x * vw, st_rel, s):
+                if not new[r] and W_state[bo + r] == s and _same_relevant(W_v, W_vs[bo + r] * vw, W_vs[x] * vw, st_rel, s):
                     y = bo + r
                 r += 1
         if y >= 0:
@@ -446,7 +451,7 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, st
                 W_wake[y] = W_wake[x]
         else:
             if w != q:
-                _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, x, bo + w)
+                _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, x, bo + w)
             w += 1
     return w
 
@@ -474,7 +479,7 @@ def _run_key(
         cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
         window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
-        W_state, W_node, W_sts, W_spos, W_wake, W_v, p_node, p_sts, p_spos, kill,
+        W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, kill,
         hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
         stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
         n_row, n_stage, n_parent, n_ref, meta, walk,
@@ -485,7 +490,7 @@ def _run_key(
     too small (NEED_ROOM) or the matches of the last event do not fit the outputs (NEED_OUT,
     ``npend`` of them waiting in ``pend_*``); the caller grows it and calls again."""
     cap = W_state.shape[0] // 2
-    zero_off = 2 * cap * vw
+    zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
     strict_prune = skip_code == SKIP_TO_FIRST or skip_code == SKIP_TO_LAST
     min_wake = -1  # no run waits past this event (unknown: carried runs are visited first)
     fast = False
@@ -528,6 +533,16 @@ def _run_key(
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + na + need > hq_sts.shape[0]
                 or nh + 2 * na + need > pend_node.shape[0] or need > p_node.shape[0]):
             return NEED_ROOM, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
+        if v_at[0] + need > (v_at[1] + 1) * 2 * cap:
+            # the V arena's half is used up: the live runs' V move to the other half's start
+            w = (1 - v_at[1]) * 2 * cap
+            for i in range(ao, ao + na):
+                for jj in range(vw):
+                    W_v[w * vw + jj] = W_v[W_vs[i] * vw + jj]
+                W_vs[i] = w
+                w += 1
+            v_at[1] = 1 - v_at[1]
+            v_at[0] = w
         j += 1
 
         for phase in range(2):  # 0: advanceTime, 1: process the event
@@ -585,7 +600,7 @@ def _run_key(
                         if wake <= jc and sleep_cond[W_state[ao + i]] >= 0:
                             last_t = W_sts[ao + i] + window - 1 if window > 0 else BIG
                             wake = _next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code,
-                                               consts, masks, cols, W_v, (ao + i) * vw, vm_stack, order, row_lo, jc,
+                                               consts, masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
                                                n_rows, ts, last_t)
                         if wake > jc:  # waiting: the event leaves the run as it is
                             x = bo + nb
@@ -594,8 +609,7 @@ def _run_key(
                             W_sts[x] = W_sts[ao + i]
                             W_spos[x] = W_spos[ao + i]
                             W_wake[x] = wake
-                            for jj in range(vw):
-                                W_v[x * vw + jj] = W_v[(ao + i) * vw + jj]
+                            W_vs[x] = W_vs[ao + i]  # the V stays where it is
                             kill[nb] = 0  # not new: never merged into an earlier run
                             nb += 1
                             if wake < min_wake:
@@ -614,7 +628,7 @@ def _run_key(
                         node0 = W_node[ao + i]
                         sts0 = W_sts[ao + i]
                         spos0 = W_spos[ao + i]
-                        voff = (ao + i) * vw
+                        voff = W_vs[ao + i] * vw
                     # decision graph: DFS over PROCEED edges, collecting TAKE / IGNORE edges; a
                     # waiting run whose scan found its condition true here takes its TAKE edge,
                     # and its IGNORE edge when that one is unconditional
@@ -710,17 +724,20 @@ def _run_key(
                                 W_node[x] = node1
                                 W_sts[x] = sts1
                                 W_spos[x] = spos1
+                                xo = v_at[0] * vw  # a new V slot
+                                W_vs[x] = v_at[0]
+                                v_at[0] += 1
                                 for jj in range(vw):
-                                    W_v[x * vw + jj] = W_v[voff + jj]
+                                    W_v[xo + jj] = W_v[voff + jj]
                                 if stg >= 0:
                                     for vg in range(vg_stage.shape[0]):
                                         if vg_stage[vg] == stg:
                                             c = vg_col[vg]
-                                            v_update(W_v, x * vw + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
+                                            v_update(W_v, xo + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
                                 wake = jc + 1  # the next event this run must see
                                 if sleep_cond[s1] >= 0:
                                     wake = _next_event(sleep_cond[s1], cond_kind, cond_a, cond_b, cond_thr, code,
-                                                       consts, masks, cols, W_v, x * vw, vm_stack, order, row_lo,
+                                                       consts, masks, cols, W_v, xo, vm_stack, order, row_lo,
                                                        jc + 1, n_rows, ts, sts1 + window - 1 if window > 0 else BIG)
                                 W_wake[x] = wake
                                 if wake < min_wake:
@@ -739,7 +756,7 @@ def _run_key(
                     if not is_start and node0 >= 0:
                         release(n_row, n_stage, n_parent, n_ref, meta, node0)
                 if merging and not fast:
-                    nb = _merge_runs(bo, nb, kill, W_state, W_node, W_sts, W_spos, W_wake, W_v, vw, st_rel, st_merge,
+                    nb = _merge_runs(bo, nb, kill, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel, st_merge,
                                      n_row, n_stage, n_parent, n_ref, meta)
                 if nb > max_runs:
                     return OVER_CAPACITY, j, ao, a_half, na, nh, npend, nm, nb, dead, stamp
@@ -747,7 +764,7 @@ def _run_key(
             # ---- processMatchesAccordingToSkipStrategy: queue the completed matches ...
             if npot > 0 and dominate:
                 npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake,
-                                          W_v, vw, kill, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
+                                          W_vs, kill, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
             for q in range(npot):
                 pos = nh
                 while pos > 0 and not _held_before(hq_spos[pos - 1], hq_epos[pos - 1], hq_node[pos - 1],
@@ -845,9 +862,10 @@ def run_batch(
     status = np.zeros(3, np.int64)
     # work arrays (see _run_key); grown between its calls
     cap = 64
-    W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(
+    v_at = np.zeros(2, np.int64)  # the V arena: next free slot, half in use
+    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = _grow_runs(
         np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
-        np.empty(0, np.int64), np.empty(0, np.float64), 0, 0, cap, vw)
+        np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), v_at, 0, 0, cap, vw)
     p_node = np.empty(cap, np.int64)
     p_sts = np.empty(cap, np.int64)
     p_spos = np.empty(cap, np.int64)
@@ -886,14 +904,15 @@ def run_batch(
             na = r_ptr[k + 1] - lo
             if na > cap:
                 cap = 2 * na
-                W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_wake,
-                                                                         W_v, 0, 0, cap, vw)
+                W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = _grow_runs(
+                    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
             for i in range(na):
                 W_state[i] = r_state[lo + i]
                 W_node[i] = r_node[lo + i]
                 W_sts[i] = r_sts[lo + i]
                 W_spos[i] = r_spos[lo + i]
                 W_wake[i] = -1
+                W_vs[i] = i
                 for jj in range(vw):
                     W_v[i * vw + jj] = r_v[lo + i, jj]
             lo = h_ptr[k]
@@ -910,6 +929,8 @@ def run_batch(
                 hq_node[i] = h_node[lo + i]
         ao = 0
         a_half = 0
+        v_at[0] = na  # the carried runs' V are the arena's first slots
+        v_at[1] = 0
         npend = 0
         j = 0
         dead = start_dead[k] != 0
@@ -922,7 +943,7 @@ def run_batch(
                 cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
                 window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
                 k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
-                W_state, W_node, W_sts, W_spos, W_wake, W_v, p_node, p_sts, p_spos, kill,
+                W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, kill,
                 hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
                 stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
                 n_row, n_stage, n_parent, n_ref, meta, walk,
@@ -952,8 +973,8 @@ def run_batch(
                     walk = np.empty(4 * n_row.shape[0] + 16, np.int64)
             if need > cap or need > p_node.shape[0]:
                 cap = max(cap, 2 * need)
-                W_state, W_node, W_sts, W_spos, W_wake, W_v = _grow_runs(W_state, W_node, W_sts, W_spos, W_wake,
-                                                                         W_v, ao, na, cap, vw)
+                W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = _grow_runs(
+                    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, ao, na, cap, vw)
                 ao = 0
                 a_half = 0
                 p_node = np.empty(cap, np.int64)
@@ -987,7 +1008,7 @@ def run_batch(
             nr_sts[out_runs + i] = W_sts[ao + i]
             nr_spos[out_runs + i] = W_spos[ao + i]
             for jj in range(vw):
-                nr_v[out_runs + i, jj] = W_v[(ao + i) * vw + jj]
+                nr_v[out_runs + i, jj] = W_v[W_vs[ao + i] * vw + jj]
         out_runs += na
         nr_ptr[k + 1] = out_runs
         if out_held + nh > nh_sts.shape[0]:
