@@ -442,7 +442,8 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, 
                 r -= 1
             r = q + 1
             while r < nb and W_spos[bo + r] == W_spos[x] and y < 0:
-                if not new[r] and W_state[bo + r] == s and _same_relevant(W_v, W_vs[bo + r] * vw, W_vs[x] * vw, st_rel, s):
+                if (not new[r] and W_state[bo + r] == s
+                        and _same_relevant(W_v, W_vs[bo + r] * vw, W_vs[x] * vw, st_rel, s)):
                     y = bo + r
                 r += 1
         if y >= 0:
@@ -479,7 +480,7 @@ def _run_key(
         cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
         window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
-        W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, kill,
+        W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
         hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
         stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
         n_row, n_stage, n_parent, n_ref, meta, walk,
@@ -610,7 +611,7 @@ def _run_key(
                             W_spos[x] = W_spos[ao + i]
                             W_wake[x] = wake
                             W_vs[x] = W_vs[ao + i]  # the V stays where it is
-                            kill[nb] = 0  # not new: never merged into an earlier run
+                            run_flag[nb] = 0  # not new: never merged into an earlier run
                             nb += 1
                             if wake < min_wake:
                                 min_wake = wake
@@ -742,7 +743,7 @@ def _run_key(
                                 W_wake[x] = wake
                                 if wake < min_wake:
                                     min_wake = wake
-                                kill[x - bo] = 1  # made at this event
+                                run_flag[x - bo] = 1  # made at this event
                                 nb += 1
                         if act == TAKE and n_ref[node1] == 0:
                             release(n_row, n_stage, n_parent, n_ref, meta, node1)  # nobody kept the new node
@@ -756,15 +757,15 @@ def _run_key(
                     if not is_start and node0 >= 0:
                         release(n_row, n_stage, n_parent, n_ref, meta, node0)
                 if merging and not fast:
-                    nb = _merge_runs(bo, nb, kill, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel, st_merge,
-                                     n_row, n_stage, n_parent, n_ref, meta)
+                    nb = _merge_runs(bo, nb, run_flag, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel,
+                                     st_merge, n_row, n_stage, n_parent, n_ref, meta)
                 if nb > max_runs:
                     return OVER_CAPACITY, j, ao, a_half, na, nh, npend, nm, nb, dead, stamp
 
             # ---- processMatchesAccordingToSkipStrategy: queue the completed matches ...
             if npot > 0 and dominate:
                 npot, nb = _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake,
-                                          W_vs, kill, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
+                                          W_vs, run_flag, nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta)
             for q in range(npot):
                 pos = nh
                 while pos > 0 and not _held_before(hq_spos[pos - 1], hq_epos[pos - 1], hq_node[pos - 1],
@@ -869,7 +870,7 @@ def run_batch(
     p_node = np.empty(cap, np.int64)
     p_sts = np.empty(cap, np.int64)
     p_spos = np.empty(cap, np.int64)
-    kill = np.empty(cap, np.uint8)
+    run_flag = np.empty(cap, np.uint8)  # per run of the next list: kill marks, or "made at this event"
     hq_sts = np.empty(cap, np.int64)
     hq_spos = np.empty(cap, np.int64)
     hq_epos = np.empty(cap, np.int64)
@@ -943,7 +944,7 @@ def run_batch(
                 cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
                 window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
                 k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
-                W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, kill,
+                W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
                 hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
                 stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
                 n_row, n_stage, n_parent, n_ref, meta, walk,
@@ -980,7 +981,7 @@ def run_batch(
                 p_node = np.empty(cap, np.int64)
                 p_sts = np.empty(cap, np.int64)
                 p_spos = np.empty(cap, np.int64)
-                kill = np.empty(cap, np.uint8)
+                run_flag = np.empty(cap, np.uint8)
             room = 2 * (nh + 2 * na + need)
             if room > hq_sts.shape[0]:
                 hq_sts = grow(hq_sts, room)
