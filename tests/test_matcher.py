@@ -155,3 +155,25 @@ def test_state_is_released():
     assert m.live_partial_matches == 0 and m.buffer_nodes == 0
     with pytest.raises(cc.InputError, match="closed"):
         m.process(ticks())
+
+
+@pytest.mark.parametrize("name", ["P1", "P2", "P3", "P4", "spike_no_recovery"])
+def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, name):
+    """A batch runs as kernel calls over chunks of rows appending to pooled output arrays;
+    tiny chunks (keys' runs carried from call to call) and a pool dropped after every batch
+    give the same table as one call."""
+    from colcep import examples, matcher
+    from colcep.ticks import make_ticks
+
+    pattern = examples.get_example(name).pattern
+    t = make_ticks(3000, symbols=7, seed=11)
+
+    def run():
+        m = cc.Matcher(pattern, key="name", time="ts", timeouts=True)
+        return pa.concat_tables([m.process(t.slice(0, 1700)), m.process(t.slice(1700)), m.close()])
+
+    whole = run()
+    monkeypatch.setattr(matcher, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(matcher, "CHUNK_ROWS_PER_KEY", 0)
+    monkeypatch.setattr(matcher, "OUT_KEEP_EVENTS", 3)
+    assert run().equals(whole) and whole.num_rows > 0
