@@ -18,6 +18,7 @@ import numpy as np
 from .errors import PatternError
 from .expr import Expr
 from .kernels import vm
+from .kernels.nfa import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP, TAKE
 
 _AGG = {"first": vm.AGG_FIRST, "last": vm.AGG_LAST, "sum": vm.AGG_SUM, "count": vm.AGG_COUNT,
         "avg": vm.AGG_AVG, "min": vm.AGG_MIN, "max": vm.AGG_MAX}
@@ -230,7 +231,6 @@ def merge_tables(program, lw: Lowered) -> tuple[np.ndarray, np.ndarray]:
     equal relevant groups continue identically), and whether merging is worth trying there
     (``merge``: no relevant group belongs to a stage whose events enter the state, else the
     runs of a start that entered it by different events practically never agree)."""
-    from .kernels.nfa import FINAL, STOP, TAKE
     n_s, ptr = program.n_states, program.trans_ptr
     rel = np.zeros((n_s, lw.cond_groups.shape[1]), np.uint8)
     for st in range(n_s):
@@ -283,7 +283,7 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
         e = table[i]
         thr.append([-1, 0, 0, 0])
         if e.op != "not" and not e.reads_match():
-            kind.append(0)
+            kind.append(COND_MASK)
             ca.append(lw.mask(e))
             cb.append(0)
         elif e.op == "not":
@@ -291,7 +291,7 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
             if inner.key() not in index:
                 index[inner.key()] = len(table)
                 table.append(inner)
-            kind.append(2)
+            kind.append(COND_NOT)
             ca.append(index[inner.key()])
             cb.append(0)
         else:
@@ -299,7 +299,7 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
             depth = lw.emit(e)
             if depth > vm.STACK:
                 raise PatternError(f"condition too deeply nested for the kernel (depth {depth} > {vm.STACK}): {e!r}")
-            kind.append(1)
+            kind.append(COND_PROGRAM)
             ca.append(start)
             cb.append(len(lw.code))
             thr[-1] = _threshold(lw, e)

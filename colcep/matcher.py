@@ -348,16 +348,16 @@ class Matcher:
                 continue
             seen.add(s)
             for t in range(p.trans_ptr[s], p.trans_ptr[s + 1]):
-                if p.trans_action[t] == 2:
+                if p.trans_action[t] == knfa.PROCEED:
                     stack.append(int(p.trans_target[t]))
-                elif p.trans_action[t] == 0:
+                elif p.trans_action[t] == knfa.TAKE:
                     conds.append(int(p.trans_cond[t]))
         out = np.zeros(n, np.uint8)
         for c in conds:
             neg = False
-            while c >= 0 and lw.cond_kind[c] == 2:  # a negation
+            while c >= 0 and lw.cond_kind[c] == knfa.COND_NOT:
                 c, neg = int(lw.cond_a[c]), not neg
-            if c < 0 or lw.cond_kind[c] != 0:
+            if c < 0 or lw.cond_kind[c] != knfa.COND_MASK:
                 return np.ones(n, np.uint8)
             out |= masks[lw.cond_a[c]] ^ neg
         return out

@@ -61,16 +61,23 @@ SCAN_AHEAD = 64  # events a waiting run's condition is scanned ahead at a time
 OK, ERR_CAPACITY = 0, 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _strip_not(c, cond_kind, cond_a):
+    """Condition ``c`` without its negations: ``(inner condition, negated)``."""
+    neg = False
+    while cond_kind[c] == COND_NOT:
+        neg = not neg
+        c = cond_a[c]
+    return c, neg
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, voff, vm_stack, c_val, c_stamp, stamp):
     """Condition ``c`` (-1: true) for event ``row`` and the run whose V is at ``v[voff]``;
     program results are cached under ``stamp`` (one stamp per run and event)."""
     if c < 0:
         return True
-    neg = False
-    while cond_kind[c] == COND_NOT:
-        neg = not neg
-        c = cond_a[c]
+    c, neg = _strip_not(c, cond_kind, cond_a)
     if cond_kind[c] == COND_MASK:
         r = masks[cond_a[c], row] != 0
     elif c_stamp[c] == stamp:
@@ -125,10 +132,7 @@ def _next_event(c, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, col
     ``n_rows`` (a run that something else ends early does not pay for its whole window)."""
     if n_rows > j + SCAN_AHEAD:
         n_rows = j + SCAN_AHEAD
-    neg = False
-    while cond_kind[c] == COND_NOT:
-        neg = not neg
-        c = cond_a[c]
+    c, neg = _strip_not(c, cond_kind, cond_a)
     if cond_kind[c] == COND_MASK:
         m = cond_a[c]
         while j < n_rows:
@@ -603,14 +607,10 @@ def _run_key(
                             wake = _next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code,
                                                consts, masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
                                                n_rows, ts, last_t)
-                        if wake > jc:  # waiting: the event leaves the run as it is
+                        if wake > jc:  # waiting: the event leaves the run as it is (its V stays put)
                             x = bo + nb
-                            W_state[x] = W_state[ao + i]
-                            W_node[x] = W_node[ao + i]
-                            W_sts[x] = W_sts[ao + i]
-                            W_spos[x] = W_spos[ao + i]
+                            _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, x)
                             W_wake[x] = wake
-                            W_vs[x] = W_vs[ao + i]  # the V stays where it is
                             run_flag[nb] = 0  # not new: never merged into an earlier run
                             nb += 1
                             if wake < min_wake:
