@@ -1,11 +1,11 @@
-"""Conformance cases (``shared/conformance/SCHEMA.md``) replayed through colcep.
+"""Conformance cases (``conformance/SCHEMA.md``) replayed through colcep.
 
 A case holds a pattern in Flink's vocabulary, events, and the matches the real Flink CEP
 produced. ``case_pattern`` turns it into a colcep Pattern, ``run_case`` runs it through an
 engine and compares as the case says (``order``, ``compare_by``, ``expected_lists``,
 ``expected_timeouts``). As a script it checks any files or folders of cases:
 
-    python tests/conformance.py ../shared/conformance            # the colcep engine
+    python tests/conformance.py conformance                      # the colcep engine
     python tests/conformance.py --engine reference PATH...         # the plain-Python reference
 
 printing one line per failing case and a last line ``N passed, M failed``.
@@ -24,7 +24,7 @@ import colcep as cc
 from colcep.expr import TRUE, Expr
 
 HERE = Path(__file__).resolve().parent
-CORPUS = HERE.parent.parent / "shared" / "conformance"
+CORPUS = HERE.parent / "conformance"  # the in-repo copy of the corpus (conformance/README.md)
 
 _CONNECT = {"begin": "begin", "next": "next", "followedBy": "followed_by", "followedByAny": "followed_by_any",
             "notNext": "not_next", "notFollowedBy": "not_followed_by"}

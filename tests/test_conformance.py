@@ -1,5 +1,8 @@
-"""Every case of the shared conformance corpus (expected output from the real Flink CEP 2.3),
-through the Numba engine and through the plain-Python reference, one test per case."""
+"""Every case of the conformance corpus (``conformance/``, expected output from the real Flink CEP 2.3),
+through the Numba engine and through the plain-Python reference, one test per case.
+
+A missing or empty corpus is a collection error, never an empty parameter set (which pytest would
+report as a skip)."""
 import json
 import subprocess
 import sys
@@ -9,7 +12,12 @@ import pytest
 
 from conformance import CORPUS, check_case, load_cases
 
-CASES = load_cases([CORPUS]) if CORPUS.is_dir() else []
+if not CORPUS.is_dir():
+    raise FileNotFoundError(f"the conformance corpus is missing at {CORPUS}: it is part of the repository "
+                            "(conformance/), restore it from git")
+CASES = load_cases([CORPUS])
+if not CASES:
+    raise FileNotFoundError(f"the conformance corpus at {CORPUS} holds no cases")
 
 
 def test_corpus_is_complete(corpus_dir):
