@@ -3,11 +3,12 @@ from .errors import CapacityError, ColcepError, InputError, PatternError, Window
 from .expr import Expr, avg, col, count, first, last, lit, max, min, sum
 from .matcher import Matcher, match
 from .pattern import Pattern
+from .pattern_json import PatternJSONError
 from .windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
 __all__ = ["Pattern", "Matcher", "match", "Expr", "col", "lit", "first", "last", "sum", "count", "avg", "min", "max",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
-           "ColcepError", "PatternError", "InputError", "CapacityError", "WindowSpecError"]
+           "ColcepError", "PatternError", "PatternJSONError", "InputError", "CapacityError", "WindowSpecError"]
 __version__ = "0.1.0"

@@ -260,6 +260,21 @@ class Pattern:
             raise PatternError(f"skip() takes an after-match skip strategy, got {strategy!r}")
         return Pattern(self.stages, self.window, strategy)
 
+    # ------------------------------------------------------------------ as data
+    def to_json(self, key: str | None = None, indent: int | None = None) -> str:
+        """The pattern as a JSON document (schema in :mod:`colcep.pattern_json`, version 1);
+        ``key``, the partition column to match with, is stored alongside if given."""
+        from .pattern_json import dumps
+        return dumps(self, key=key, indent=indent)
+
+    @classmethod
+    def from_json(cls, doc: "str | bytes | dict") -> "Pattern":
+        """Read a pattern document (JSON text or a parsed dict), e.g. a conformance case's
+        ``pattern``; a bad document raises ``PatternJSONError`` naming the field's path.
+        ``colcep.pattern_json.load`` also returns the document's ``key``."""
+        from .pattern_json import loads
+        return loads(doc)
+
     # ------------------------------------------------------------------ introspection
     def stage_names(self) -> list[str]:
         """Names of the event-taking stages, groups flattened, in pattern order."""

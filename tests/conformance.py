@@ -1,7 +1,7 @@
 """Conformance cases (``conformance/SCHEMA.md``) replayed through colcep.
 
 A case holds a pattern in Flink's vocabulary, events, and the matches the real Flink CEP
-produced. ``case_pattern`` turns it into a colcep Pattern, ``run_case`` runs it through an
+produced. ``case_pattern`` reads its pattern with ``Pattern.from_json``, ``run_case`` runs it through an
 engine and compares as the case says (``order``, ``compare_by``, ``expected_lists``,
 ``expected_timeouts``). As a script it checks any files or folders of cases:
 
@@ -21,103 +21,15 @@ from pathlib import Path
 import pyarrow as pa
 
 import colcep as cc
-from colcep.expr import TRUE, Expr
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "conformance"  # the in-repo copy of the corpus (conformance/README.md)
 
-_CONNECT = {"begin": "begin", "next": "next", "followedBy": "followed_by", "followedByAny": "followed_by_any",
-            "notNext": "not_next", "notFollowedBy": "not_followed_by"}
-_SKIP = {"noSkip": lambda s: cc.NoSkip(), "skipToNext": lambda s: cc.SkipToNext(),
-         "skipPastLastEvent": lambda s: cc.SkipPastLastEvent(), "skipToFirst": lambda s: cc.SkipToFirst(s),
-         "skipToLast": lambda s: cc.SkipToLast(s)}
-
-
 # ----------------------------------------------------------------------------- translation
-def to_expr(node: dict) -> Expr:
-    if "true" in node:
-        return TRUE
-    if "cmp" in node:
-        a, op, b = node["cmp"]
-        x, y = to_value(a), to_value(b)
-        return {"==": x.__eq__, "!=": x.__ne__, "<": x.__lt__, "<=": x.__le__, ">": x.__gt__,
-                ">=": x.__ge__}[op](y)
-    if "and" in node:
-        out = to_expr(node["and"][0])
-        for c in node["and"][1:]:
-            out = out & to_expr(c)
-        return out
-    if "or" in node:
-        out = to_expr(node["or"][0])
-        for c in node["or"][1:]:
-            out = out | to_expr(c)
-        return out
-    if "not" in node:
-        return ~to_expr(node["not"])
-    raise ValueError(f"unknown condition {node}")
-
-
-def to_value(node: dict) -> Expr:
-    if "agg" in node:
-        f = node["agg"]
-        if f == "count":
-            return cc.count(of=node["stage"], field=node.get("field"))
-        return getattr(cc, f)(node["field"], of=node["stage"])
-    if "field" in node:
-        return cc.col(node["field"])
-    if "const" in node:
-        return cc.lit(node["const"])
-    if "arith" in node:
-        x, y = to_value(node["args"][0]), to_value(node["args"][1])
-        return {"+": x.__add__, "-": x.__sub__, "*": x.__mul__, "/": x.__truediv__}[node["arith"]](y)
-    raise ValueError(f"unknown expression {node}")
-
-
-def _apply_stage(p, st: dict, connect_fn):
-    target = _chain(st["group"]["stages"]) if st.get("group") else st["name"]
-    p = connect_fn(target)
-    if st.get("where") is not None:
-        p = p.where(to_expr(st["where"]))
-    q = st.get("quantifier")
-    if q:
-        if q["type"] == "oneOrMore":
-            p = p.one_or_more()
-        elif q["type"] == "times":
-            p = p.times(q["from"], q["to"])
-        elif q["type"] == "timesOrMore":
-            p = p.times_or_more(q["from"])
-    if st.get("optional"):
-        p = p.optional()
-    if st.get("greedy"):
-        p = p.greedy()
-    inner = st.get("inner", "relaxed")
-    if inner == "consecutive":
-        p = p.consecutive()
-    elif inner == "allowCombinations":
-        p = p.allow_combinations()
-    if st.get("until") is not None:
-        p = p.until(to_expr(st["until"]))
-    return p
-
-
-def _chain(stages: list[dict]):
-    p = None
-    for st in stages:
-        if p is None:
-            p = _apply_stage(None, st, lambda t: cc.Pattern.begin(t))
-        else:
-            p = _apply_stage(p, st, getattr(p, _CONNECT[st["connect"]]))
-    return p
-
-
 def case_pattern(case: dict) -> cc.Pattern:
-    """The case's pattern as a colcep Pattern."""
-    pat = case["pattern"]
-    p = _chain(pat["stages"])
-    if pat.get("within_ms") is not None:
-        p = p.within(int(pat["within_ms"]))
-    sk = pat.get("skip") or {"type": "noSkip"}
-    return p.skip(_SKIP[sk["type"]](sk.get("stage")))
+    """The case's pattern as a colcep Pattern: the public reader (``Pattern.from_json``) takes
+    the case format's ``pattern`` object as it is."""
+    return cc.Pattern.from_json(case["pattern"])
 
 
 def case_table(case: dict) -> pa.Table:
