@@ -4,11 +4,13 @@ from .expr import Expr, avg, col, count, first, last, lit, max, min, sum
 from .matcher import Matcher, match
 from .pattern import Pattern
 from .pattern_json import PatternJSONError
+from .sase_lang import SaseError, SaseQuery, sase, sase_match
 from .windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
 __all__ = ["Pattern", "Matcher", "match", "Expr", "col", "lit", "first", "last", "sum", "count", "avg", "min", "max",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
-           "ColcepError", "PatternError", "PatternJSONError", "InputError", "CapacityError", "WindowSpecError"]
+           "sase", "sase_match", "SaseQuery",
+           "ColcepError", "PatternError", "PatternJSONError", "SaseError", "InputError", "CapacityError", "WindowSpecError"]
 __version__ = "0.1.0"
