@@ -18,11 +18,10 @@ import numpy as np
 
 from .errors import PatternError
 from .expr import TRUE, Expr
+from .kernels.codes import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE  # noqa: F401
 from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
                       NOT_NEXT, Pattern, Stage)
 
-TAKE, IGNORE, PROCEED = 0, 1, 2
-NORMAL, FINAL, STOP, PENDING = 0, 1, 2, 3
 ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")
 KIND_NAMES = ("Normal", "Final", "Stop", "Pending")
 

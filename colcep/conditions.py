@@ -18,7 +18,7 @@ import numpy as np
 from .errors import PatternError
 from .expr import Expr
 from .kernels import vm
-from .kernels.nfa import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP, TAKE
+from .kernels.codes import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP, TAKE
 
 _AGG = {"first": vm.AGG_FIRST, "last": vm.AGG_LAST, "sum": vm.AGG_SUM, "count": vm.AGG_COUNT,
         "avg": vm.AGG_AVG, "min": vm.AGG_MIN, "max": vm.AGG_MAX}

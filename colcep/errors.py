@@ -20,3 +20,8 @@ class CapacityError(ColcepError, RuntimeError):
 
 class WindowSpecError(ColcepError, ValueError):
     """An invalid window specification (size, slide, offset or gap)."""
+
+
+class SnapshotError(ColcepError, ValueError):
+    """Snapshot bytes that cannot be restored: corrupt, of a newer format, or taken with
+    another pattern. Nothing is restored."""

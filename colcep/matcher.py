@@ -13,6 +13,7 @@ match still refers to their rows.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -20,16 +21,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import conditions as cond
-from .compiler import NFAProgram, compile_pattern
+from . import interrupt
+from .durations import TIME_UNITS, check_duration, to_units
 from .errors import CapacityError, InputError, PatternError
-from .keys import KeyCodes
 from .kernels import arrays as karr
 from .kernels import buffer as kbuf
 from .kernels import nfa as knfa
-from .pattern import Pattern, parse_duration
+from .kernels.codes import TIME_MAX
+from .pattern import Pattern
+from .program import CompiledPattern
+from .program import compile as compile_program
+from .state import NODE_BYTES, Buffer, Held, MatcherState, Runs
+from .watermark import ARRIVAL, next_watermark, release, split_late, time_values
 
-_UNIT_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
+DEFAULT_MAX_STATE_BYTES = 4 << 30  # the shared match buffer's bound: 4 GiB
+RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")  # colcep's output columns
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
@@ -72,81 +79,178 @@ class Matcher:
 
     Parameters
     ----------
-    pattern: the Pattern to match.
+    pattern: the Pattern to match, or a CompiledPattern (``colcep.compile``) shared by many Matchers.
     key: column partitioning the stream (Flink's ``keyBy``); None for one stream.
-    time: the event-time column: integer or Arrow timestamp; rows must be in time order per key.
+    time: the event-time column: integer or Arrow timestamp.
     columns: input columns copied into the output (None: all; []: none, compact output).
     timeouts: also emit timed-out partial matches (flagged ``timed_out``).
     time_unit: unit of an integer time column ("s", "ms", "us", "ns"), used to read string /
         timedelta windows; an integer window is always in the column's own unit.
     max_partial_matches: bound on live partial matches per key; exceeding it raises
         CapacityError naming the key (no partial match is ever dropped silently).
+    max_state_bytes: bound on the shared match buffer (all keys); exceeding it raises
+        CapacityError naming the key that needed more.
+    out_of_orderness: None (default): rows must arrive in time order per key, else InputError.
+        A duration (``"5s"``, a timedelta or an int in the column's unit): event time as Flink's
+        CEP operator does it; rows wait until the watermark (``max time - out_of_orderness - 1``,
+        or a ``watermark`` given to ``process``) passes them and are matched in (time, arrival)
+        order; rows at or behind the watermark are late: ``pop_late()`` returns them.
+        ``"watermarks"``: only the watermarks given to ``process`` release rows.
+
+    A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
+    Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
     """
 
-    def __init__(self, pattern: Pattern, key: str | None = None, time: str = "ts",
+    def __init__(self, pattern: "Pattern | CompiledPattern", key: str | None = None, time: str = "ts",
                  columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str = "ms",
-                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES):
-        if not isinstance(pattern, Pattern):
+                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+                 max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None):
+        if not isinstance(pattern, (Pattern, CompiledPattern)):
             raise PatternError(f"Matcher needs a colcep Pattern, got {type(pattern).__name__}")
-        if time_unit not in _UNIT_SECONDS:
-            raise InputError(f"time_unit must be one of {sorted(_UNIT_SECONDS)}, got {time_unit!r}")
-        self.program: NFAProgram = compile_pattern(pattern)
+        if time_unit not in TIME_UNITS:
+            raise InputError(f"time_unit must be one of {sorted(TIME_UNITS)}, got {time_unit!r}")
+        if out_of_orderness is not None and out_of_orderness != "watermarks":
+            check_duration(out_of_orderness, "out_of_orderness", signed=True, error=InputError)
+        self.program: CompiledPattern = compile_program(pattern)
         self.key = key
         self.time = time
         self.columns = None if columns is None else list(columns)
         self.timeouts = bool(timeouts)
         self.time_unit = time_unit
         self.max_partial_matches = int(max_partial_matches)
-        self._strings: dict = {}
-        self._lowered: cond.Lowered | None = None
-        self._schema: pa.Schema | None = None
-        self._window = 0
-        self._keys = KeyCodes(key)
-        self._key_last_ts = np.zeros(0, np.int64)
-        self._start_dead = np.zeros(0, np.uint8)
-        self._rows_seen = 0
-        self._matches_out = 0
-        self._retained: list[tuple[int, pa.Table]] = []
-        self._closed = False
-        v = 1
-        self._runs = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                      np.zeros(0, np.int64), np.zeros((0, v), np.float64))
-        self._held = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                      np.zeros(0, np.int64))
-        self._buf = kbuf.new_buffer()
+        self.max_state_bytes = int(max_state_bytes)
+        self.out_of_orderness = out_of_orderness
+        reserved = _reserved_names(self.timeouts)
+        for c in self.columns or []:
+            if c in reserved:
+                raise InputError(f"output column {c!r} collides with colcep's own output column {c!r}; "
+                                 "rename it in the input (colcep's columns are " + ", ".join(reserved) + ")")
+        self._bound: _Binding | None = None
+        self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         self._out = _new_out()
+        self._late: list[pa.Table] = []
+        self._closed = False
+        self._failed: BaseException | None = None
 
     # ------------------------------------------------------------------ public API
-    def process(self, batch: Any) -> pa.Table:
+    def process(self, batch: Any, watermark: Any = None) -> pa.Table:
         """Feed one batch (Table, RecordBatch, pandas / polars DataFrame); returns the matches
-        (and timed-out partial matches, if asked) that this batch completed."""
-        if self._closed:
-            raise InputError("this Matcher is closed; create a new one for a new stream")
-        return self._run(as_table(batch), flush=False)
+        (and timed-out partial matches, if asked) that this batch completed. ``watermark``
+        (event time only): no row at or before this time will come any more."""
+        self._check_open()
+        if watermark is not None and self.out_of_orderness is None:
+            raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")
+        tbl = as_table(batch)
+        return self._atomically(lambda: self._process(tbl, watermark))
 
     def close(self) -> pa.Table:
         """End of input: time advances to +infinity, as a bounded Flink job's final watermark,
-        which times out open partial matches and releases matches held by ``within``."""
-        if self._closed:
-            raise InputError("close() was already called")
-        out = self._run(None, flush=True)
+        which releases every waiting row, times out open partial matches and releases matches
+        held by ``within``."""
+        self._check_open()
+        out = self._atomically(self._close)
         self._closed = True
         return out
+
+    def pop_late(self) -> pa.Table | None:
+        """The late rows received since the last call (Flink's late-data side output), or None."""
+        out = pa.concat_tables(self._late, promote_options="permissive") if self._late else None
+        self._late = []
+        return out
+
+    @property
+    def watermark(self) -> int | None:
+        """The current watermark (event time), in time column units."""
+        return self._state.watermark
+
+    @property
+    def late_rows(self) -> int:
+        return self._state.late_rows
 
     @property
     def live_partial_matches(self) -> int:
         """Partial matches currently alive, over all keys."""
-        return int(self._runs[1].shape[0])
+        return self._state.live_runs
 
     @property
     def buffer_nodes(self) -> int:
         """Events currently held in the shared buffer (nodes)."""
-        n_row, _, _, n_ref, meta = self._buf
-        return int(kbuf.live_nodes(n_ref, meta[0]))
+        return self._state.buffer.live
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes the carried state holds (runs, held matches, live buffer nodes, retained rows)."""
+        return self._state.nbytes()
+
+    def snapshot(self, keys: Sequence[Any] | None = None) -> bytes:
+        """The state as bytes (``colcep.codec``: versioned, checksummed, bound to this pattern's
+        fingerprint), compacted to what is live; ``keys``: only those keys' state."""
+        self._check_open()
+        from .codec import encode
+        return encode(self, keys)
+
+    @classmethod
+    def restore(cls, pattern: "Pattern | CompiledPattern", data: bytes) -> "Matcher":
+        """A Matcher that continues from ``snapshot()`` bytes exactly where it stopped. The
+        pattern must compile to the same program (its fingerprint is checked)."""
+        from .codec import decode
+        return decode(cls, compile_program(pattern), data)
+
+    # ------------------------------------------------------------------ stage and commit
+    def _check_open(self) -> None:
+        if self._failed is not None:
+            raise InputError(f"this Matcher cannot continue: an earlier call failed and its state could not be "
+                             f"restored ({self._failed!r})")
+        if self._closed:
+            raise InputError("this Matcher is closed; create a new one for a new stream")
+
+    def _atomically(self, step):
+        saved_state, saved_bound, saved_late = self._state.checkpoint(), self._bound, list(self._late)
+        try:
+            return step()
+        except BaseException:
+            try:
+                self._state.restore_from(saved_state)
+                self._bound, self._late = saved_bound, saved_late
+                self._out = _new_out()  # an interrupted kernel may still write to the old ones
+            except BaseException as e:  # pragma: no cover - nothing above allocates much
+                self._failed = e
+            raise
 
     # ------------------------------------------------------------------ binding
-    def _bind(self, schema: pa.Schema) -> None:
-        """Check columns and types against the first batch's schema and lower the conditions."""
+    def _normalize(self, tbl: pa.Table) -> pa.Table:
+        """The batch in the first batch's schema (columns selected, types cast exactly), checked;
+        binds on the first batch. Changes no state but the binding."""
+        if self._bound is None:
+            self._bound = self._bind(tbl.schema)
+        b = self._bound
+        if tbl.schema == b.schema:
+            return tbl
+        names = tbl.schema.names
+        for f in b.schema:
+            if f.name not in names:
+                raise InputError(f"column {f.name!r} is missing from this batch (it was in the first one); "
+                                 f"the batch has {names}")
+        tt = tbl.schema.field(self.time).type
+        if tt != b.schema.field(self.time).type:
+            raise InputError(f"time column {self.time!r} changed type from {b.schema.field(self.time).type} to {tt}; "
+                             "every batch must use the same type and unit (cast it before process())")
+        tbl = tbl.select(b.schema.names)
+        if tbl.schema != b.schema:
+            cols = []
+            for f, c in zip(b.schema, tbl.columns):
+                if c.type != f.type:
+                    try:
+                        c = c.cast(f.type, safe=True)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                        raise InputError(f"column {f.name!r} changed type from {f.type} to {c.type} and cannot be "
+                                         f"cast back exactly: {e}") from None
+                cols.append(c)
+            tbl = pa.Table.from_arrays(cols, schema=b.schema)
+        return tbl
+
+    def _bind(self, schema: pa.Schema) -> "_Binding":
+        """Check columns and types against the first batch's schema."""
         names = schema.names
         if self.key is not None and self.key not in names:
             raise InputError(f"key column {self.key!r} is missing; the input has {names}")
@@ -155,6 +259,9 @@ class Matcher:
         tt = schema.field(self.time).type
         if not (pa.types.is_integer(tt) or pa.types.is_timestamp(tt)):
             raise InputError(f"time column {self.time!r} must be an integer or timestamp column, not {tt}")
+        if pa.types.is_unsigned_integer(tt) and tt.bit_width == 64:
+            raise InputError(f"time column {self.time!r} is uint64; cast it to int64 (times past 2^63 cannot be "
+                             "represented)")
         if self.key is not None:
             kt = schema.field(self.key).type
             if _column_kind(kt) not in (cond.STR, cond.NUM, cond.BOOL) or pa.types.is_floating(kt):
@@ -163,24 +270,28 @@ class Matcher:
             missing = [c for c in self.columns if c not in names]
             if missing:
                 raise InputError(f"output columns {missing} are missing; the input has {names}")
+        reserved = _reserved_names(self.timeouts)
+        for c in self._output_columns(schema):
+            if c in reserved:
+                raise InputError(f"input column {c!r} collides with colcep's own output column {c!r}; rename it, or "
+                                 f"leave it out with columns=[...] (colcep's columns are {', '.join(reserved)})")
         kinds = {f.name: _column_kind(f.type) for f in schema}
         for st_name, e in self._stage_conditions():
-            cols = e.columns()
-            for c in cols:
+            for c in e.columns():
                 if c in kinds and kinds[c] == "unsupported":
                     raise InputError(f"stage {st_name!r}: column {c!r} has type {schema.field(c).type}, which "
                                      "conditions cannot read (use numbers, strings, booleans or timestamps)")
             t = cond.infer_type(e, {k: v for k, v in kinds.items() if v != "unsupported"}, f"stage {st_name!r}")
             if t != cond.BOOL:
                 raise PatternError(f"stage {st_name!r}: a condition must be boolean, got a {t} expression {e!r}")
-        self._lowered = cond.lower(self.program.conditions, self.program.stage_names, self._strings)
-        self._merge = cond.merge_tables(self.program, self._lowered)
-        self._schema = schema
-        self._kinds = kinds
-        self._window = self._window_units(tt)
-        v = max(1, self._lowered.v_width)
-        r = self._runs
-        self._runs = r[:5] + (np.zeros((0, v), np.float64),)
+        unit = tt.unit if pa.types.is_timestamp(tt) else self.time_unit
+        delay = None
+        if self.out_of_orderness is not None and self.out_of_orderness != "watermarks":
+            delay = to_units(self.out_of_orderness, unit, "out_of_orderness", signed=True, exact=False,
+                             error=InputError)
+            if delay < 0:
+                raise InputError(f"out_of_orderness must be >= 0, got {self.out_of_orderness!r}")
+        return _Binding(schema=schema, kinds=kinds, window=self._window_units(unit), unit=unit, delay=delay)
 
     def _stage_conditions(self):
         def walk(p: Pattern):
@@ -192,35 +303,116 @@ class Matcher:
                         yield st.name, e
         yield from walk(self.program.pattern)
 
-    def _window_units(self, tt: pa.DataType) -> int:
+    def _window_units(self, unit: str) -> int:
         w = self.program.pattern.window
         if w is None:
             return 0
-        secs = parse_duration(w)
-        if isinstance(secs, int):
-            return secs
-        unit = tt.unit if pa.types.is_timestamp(tt) else self.time_unit
-        units = secs / _UNIT_SECONDS[unit]
-        out = int(round(units))
-        if out <= 0 or abs(units - out) > 1e-6 * max(1.0, units):
-            raise PatternError(f"window {w!r} is not a whole number of the time column's unit ({unit})")
-        return out
+        units = to_units(w, unit, "window", error=PatternError)
+        if units > TIME_MAX:
+            raise PatternError(f"window {w!r} is {units} {unit}, beyond the int64 range of the time column; "
+                               "use a shorter window or drop within()")
+        return units
 
     # ------------------------------------------------------------------ per batch
-    def _times(self, tbl: pa.Table) -> np.ndarray:
-        col = tbl.column(self.time)
-        if col.null_count:
-            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"time column {self.time!r} has a null at row {self._rows_seen + row}")
-        if pa.types.is_timestamp(col.type):
-            col = col.cast(pa.int64())
-        return np.asarray(col.to_numpy(), dtype=np.int64)
+    def _process(self, tbl: pa.Table, watermark: Any) -> pa.Table:
+        tbl = self._normalize(tbl)
+        if self.out_of_orderness is None:
+            return self._feed(tbl, flush=False)
+        st, b = self._state, self._bound
+        n = tbl.num_rows
+        tbl = tbl.append_column(ARRIVAL, pa.array(np.arange(st.rows_seen, st.rows_seen + n, dtype=np.int64)))
+        st.rows_seen += n
+        if n:
+            _check_time_nulls(tbl, self.time, st.rows_seen - n)
+            self._state.keys.check_nulls(tbl, st.rows_seen - n) if self.key is not None else None
+        on_time, late = split_late(tbl, self.time, st.watermark)
+        if late is not None:
+            st.late_rows += late.num_rows
+            self._late.append(late.drop_columns([ARRIVAL]))
+        if on_time.num_rows:
+            mx = int(time_values(on_time, self.time).max())
+            st.max_ts = mx if st.max_ts is None else max(st.max_ts, mx)
+            st.pending = on_time if st.pending is None else pa.concat_tables([st.pending, on_time])
+        wm = None if watermark is None else to_units(watermark, b.unit, "watermark", signed=True, error=InputError) \
+            if not isinstance(watermark, (int, np.integer)) else int(watermark)
+        st.watermark = next_watermark(st.watermark, st.max_ts, b.delay, wm)
+        released, st.pending = release(st.pending, self.time, st.watermark)
+        return self._feed(released, flush=False)
+
+    def _close(self) -> pa.Table:
+        if self._bound is None:  # closed before any data
+            return self._empty_output()
+        released = None
+        if self.out_of_orderness is not None:
+            released, self._state.pending = release(self._state.pending, self.time, None, everything=True)
+        return self._feed(released, flush=True)
+
+    def _feed(self, tbl: pa.Table | None, flush: bool) -> pa.Table:
+        """Run the kernel over ``tbl`` (rows in time order per key; None: no rows)."""
+        st, b, prog = self._state, self._bound, self.program
+        lw = prog.lowered
+        row0 = st.rows_fed
+        if tbl is None:
+            n = 0
+            codes = np.zeros(0, np.int64)
+            ts = np.zeros(0, np.int64)
+        else:
+            n = tbl.num_rows
+            codes = st.keys.encode(tbl, row0)
+            ts = self._times(tbl, row0)
+        if n == 0 and not flush:
+            return self._empty_output()
+        n_keys = st.keys.n
+        st.ensure_keys(n_keys)
+        bad = karr.first_out_of_order(codes, ts, st.key_last_ts)
+        if bad >= 0:
+            k = st.keys.values[codes[bad]]
+            raise InputError(
+                f"time column {self.time!r} is not in order for key {k!r}: row {row0 + int(bad)} "
+                f"has time {int(ts[bad])}, earlier than the previous event of that key; sort the input by time "
+                "(colcep.match() sorts for you) or use event time (out_of_orderness=...)")
+        needed = set()
+        for e in lw.mask_exprs + lw.col_exprs:
+            needed |= e.columns()
+        env = self._env(tbl, needed) if n else {c: np.zeros(0) for c in needed}
+        masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
+        for i, e in enumerate(lw.mask_exprs):
+            masks[i] = cond.evaluate(e, env, n, st.strings)
+        cols = np.zeros((max(1, len(lw.col_exprs)), n), np.float64)
+        for i, e in enumerate(lw.col_exprs):
+            cols[i] = cond.evaluate(e, env, n, st.strings)
+        start_mask = prog.start_mask(masks, n)
+        # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
+        # (in arrival order) those reads stay in the cache. Every call appends to the same
+        # (pooled) output arrays.
+        nm = ne = 0
+        chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
+        for lo in range(0, max(n, 1), chunk):
+            hi = min(n, lo + chunk)
+            nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi],
+                                  cols[:, lo:hi], start_mask[lo:hi], flush and hi == n, nm, ne)
+        if n and (self.columns != [] or self.out_of_orderness is not None):
+            st.retained = st.retained + [(row0, tbl)]
+        st.rows_fed += n
+        if self.out_of_orderness is None:
+            st.rows_seen = st.rows_fed
+        m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
+        out = self._output(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne],
+                           e_stage[:ne], row0, row0 + n)
+        if e_row.shape[0] > OUT_KEEP_EVENTS:
+            self._out = _new_out()
+        self._trim_retained()
+        return out
+
+    def _times(self, tbl: pa.Table, row0: int) -> np.ndarray:
+        _check_time_nulls(tbl, self.time, row0)
+        return time_values(tbl, self.time)
 
     def _env(self, tbl: pa.Table, needed: set[str]) -> dict[str, np.ndarray]:
         env = {}
         for name in needed:
             col = tbl.column(name)
-            kind = self._kinds[name]
+            kind = self._bound.kinds[name]
             if kind == cond.STR:
                 env[name] = self._string_codes(col)
             else:
@@ -232,135 +424,48 @@ class Matcher:
         return env
 
     def _string_codes(self, col: pa.ChunkedArray) -> np.ndarray:
+        strings = self._state.strings
         enc = col.combine_chunks()
         if not pa.types.is_dictionary(enc.type):
             enc = pc.dictionary_encode(enc)
         dict_vals = enc.dictionary.to_pylist()
-        mapping = np.array([float(self._strings.setdefault(v, len(self._strings))) if v is not None else np.nan
+        mapping = np.array([float(strings.setdefault(v, len(strings))) if v is not None else np.nan
                             for v in dict_vals] + [np.nan], np.float64)
         idx = enc.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
         return mapping[idx]
 
-    def _run(self, tbl: pa.Table | None, flush: bool) -> pa.Table:
-        if tbl is None:
-            if self._lowered is None:  # closed before any data
-                return self._empty_output()
-            n = 0
-            codes = np.zeros(0, np.int64)
-            ts = np.zeros(0, np.int64)
-        else:
-            if self._lowered is None:
-                self._bind(tbl.schema)
-            elif tbl.schema != self._schema:
-                self._check_schema(tbl.schema)
-            n = tbl.num_rows
-            codes = self._keys.encode(tbl, self._rows_seen)
-            ts = self._times(tbl)
-        lw = self._lowered
-        n_keys = self._keys.n
-        if self._key_last_ts.shape[0] < n_keys:
-            self._key_last_ts = np.concatenate(
-                [self._key_last_ts, np.full(n_keys - self._key_last_ts.shape[0], np.iinfo(np.int64).min)])
-        if self._start_dead.shape[0] < n_keys:
-            self._start_dead = np.concatenate([self._start_dead, np.zeros(n_keys - self._start_dead.shape[0], np.uint8)])
-        bad = karr.first_out_of_order(codes, ts, self._key_last_ts)
-        if bad >= 0:
-            k = self._keys.values[codes[bad]]
-            raise InputError(
-                f"time column {self.time!r} is not in order for key {k!r}: row {self._rows_seen + int(bad)} "
-                f"has time {int(ts[bad])}, earlier than the previous event of that key; sort the input by time "
-                "(colcep.match() sorts for you)")
-        needed = set()
-        for e in lw.mask_exprs + lw.col_exprs:
-            needed |= e.columns()
-        env = self._env(tbl, needed) if n else {c: np.zeros(0) for c in needed}
-        masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
-        for i, e in enumerate(lw.mask_exprs):
-            masks[i] = cond.evaluate(e, env, n, self._strings)
-        cols = np.zeros((max(1, len(lw.col_exprs)), n), np.float64)
-        for i, e in enumerate(lw.col_exprs):
-            cols[i] = cond.evaluate(e, env, n, self._strings)
-        start_mask = self._start_mask(masks, n)
-        # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
-        # (in arrival order) those reads stay in the cache. Every call appends to the same
-        # (pooled) output arrays.
-        nm = ne = 0
-        chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
-        for lo in range(0, max(n, 1), chunk):
-            hi = min(n, lo + chunk)
-            last = hi == n
-            nm, ne = self._kernel(codes[lo:hi], n_keys, self._rows_seen + lo, ts[lo:hi], masks[:, lo:hi],
-                                  cols[:, lo:hi], start_mask[lo:hi], flush and last, nm, ne)
-        if tbl is not None and self.columns != []:
-            self._retained.append((self._rows_seen, tbl))
-        self._rows_seen += n
-        m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
-        out = self._output(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne],
-                           e_stage[:ne], self._rows_seen - n, self._rows_seen)
-        if e_row.shape[0] > OUT_KEEP_EVENTS:
-            self._out = _new_out()
-        self._trim_retained()
-        return out
-
     def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, flush, nm, ne):
         """One kernel call over rows in arrival order, appending its matches to ``self._out``
         after ``nm`` matches of ``ne`` events; returns the new counts."""
+        st, prog = self._state, self.program
         order, key_ptr = karr.group_by_key(codes, n_keys)
-        lw, p = self._lowered, self.program
-        skip = p.pattern.skip_strategy
-        skip_stage = p.stage_names.index(skip.stage) if skip.stage is not None else -1
-        res = knfa.run_batch(
-            p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
-            lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col, lw.cond_thr, *self._merge,
-            self._window, skip.code, skip_stage, self.timeouts, self.max_partial_matches, flush,
-            n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
-            *self._runs, *self._held, self._start_dead, *self._buf[:4], self._buf[4], *self._out, nm, ne)
+        stop = interrupt.new_stop_flag()
+        max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
+        res = interrupt.call(
+            knfa.run_batch, *prog.tables(),
+            self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts, self.max_partial_matches, max_nodes,
+            flush, stop, n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
+            *st.runs.arrays(), *st.held.arrays(), st.start_dead, *st.buffer.arrays(), *self._out, nm, ne, stop=stop)
         (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
          n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
-        self._buf = (n_row, n_stage, n_parent, n_ref, self._buf[4])
+        st.buffer = Buffer(n_row, n_stage, n_parent, n_ref, st.buffer.meta)
         self._out = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
+        if status[0] == knfa.ERR_INTERRUPTED:
+            raise KeyboardInterrupt
         if status[0] == knfa.ERR_CAPACITY:
             raise CapacityError(
-                f"key {self._keys.values[int(status[1])]!r} holds {int(status[2])} live partial matches, over the "
+                f"key {st.keys.values[int(status[1])]!r} holds {int(status[2])} live partial matches, over the "
                 f"bound max_partial_matches={self.max_partial_matches}; tighten the pattern (within(), a more "
-                "selective condition, a skip strategy) or raise the bound")
-        self._runs = (r_ptr, r_state, r_node, r_sts, r_spos, r_v)
-        self._held = (h_ptr, h_sts, h_spos, h_epos, h_node)
+                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+        if status[0] == knfa.ERR_NODES:
+            raise CapacityError(
+                f"key {st.keys.values[int(status[1])]!r} needs more of the shared match buffer: it holds "
+                f"{int(status[2]):,} events of live partial matches ({int(status[2]) * NODE_BYTES / 2**20:,.0f} MiB), "
+                f"at the bound max_state_bytes={self.max_state_bytes:,}; tighten the pattern (within(), a more "
+                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+        st.runs = Runs(r_ptr, r_state, r_node, r_sts, r_spos, r_v)
+        st.held = Held(h_ptr, h_sts, h_spos, h_epos, h_node)
         return nm, ne
-
-    def _check_schema(self, schema: pa.Schema) -> None:
-        for name in {self.time, self.key} - {None}:
-            if name not in schema.names:
-                raise InputError(f"column {name!r} is missing from this batch; the input has {schema.names}")
-        for f in self._schema:
-            if f.name not in schema.names:
-                raise InputError(f"column {f.name!r} is missing from this batch (it was in the first one)")
-            if _column_kind(schema.field(f.name).type) != self._kinds[f.name]:
-                raise InputError(f"column {f.name!r} changed type from {f.type} to {schema.field(f.name).type}")
-
-    def _start_mask(self, masks: np.ndarray, n: int) -> np.ndarray:
-        """Rows at which the start run could take an event (a key with no live run skips the rest)."""
-        p, lw = self.program, self._lowered
-        seen, stack, conds = set(), [p.start_state], []
-        while stack:
-            s = stack.pop()
-            if s in seen:
-                continue
-            seen.add(s)
-            for t in range(p.trans_ptr[s], p.trans_ptr[s + 1]):
-                if p.trans_action[t] == knfa.PROCEED:
-                    stack.append(int(p.trans_target[t]))
-                elif p.trans_action[t] == knfa.TAKE:
-                    conds.append(int(p.trans_cond[t]))
-        out = np.zeros(n, np.uint8)
-        for c in conds:
-            neg = False
-            while c >= 0 and lw.cond_kind[c] == knfa.COND_NOT:
-                c, neg = int(lw.cond_a[c]), not neg
-            if c < 0 or lw.cond_kind[c] != knfa.COND_MASK:
-                return np.ones(n, np.uint8)
-            out |= masks[lw.cond_a[c]] ^ neg
-        return out
 
     # ------------------------------------------------------------------ output
     def _empty_output(self) -> pa.Table:
@@ -369,7 +474,7 @@ class Matcher:
 
     def output_schema(self, schema: pa.Schema | None = None) -> pa.Schema:
         """The schema of the tables ``process`` returns, given the input schema."""
-        schema = schema or self._schema
+        schema = schema or (self._bound.schema if self._bound is not None else None)
         fields = [pa.field("match_id", pa.int64(), False)]
         if self.key is not None and schema is not None:
             fields.append(pa.field(self.key, schema.field(self.key).type))
@@ -383,20 +488,21 @@ class Matcher:
 
     def _output_columns(self, schema: pa.Schema) -> list[str]:
         if self.columns is None:
-            return [c for c in schema.names if c != self.key]
+            return [c for c in schema.names if c != self.key and c != ARRIVAL]
         return [c for c in self.columns if c != self.key]
 
     def _output(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0) -> pa.Table:
         """The matches as a table, in emission order: by emitting row (in ``[lo, hi)``, or at
         the end of input), then in kernel order."""
-        nm, first_id = m_key.shape[0], self._matches_out
+        st = self._state
+        nm, first_id = m_key.shape[0], st.matches_out
         order, rows, stages, ids, keys = karr.matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi,
                                                                         first_id)
-        self._matches_out += nm
+        st.matches_out += nm
         schema = self.output_schema()
         cols: dict[str, pa.Array] = {"match_id": pa.array(ids, pa.int64())}
         if self.key is not None:
-            cols[self.key] = self._keys.take(keys).cast(schema.field(self.key).type)
+            cols[self.key] = st.keys.take(keys).cast(schema.field(self.key).type)
         cols["stage"] = pa.array(self.program.stage_names, pa.string()).take(stages)
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:
@@ -405,40 +511,85 @@ class Matcher:
             tts = m_tts[order][q]
             cols["timed_out"] = pa.array(flags)
             cols["timeout_ts"] = pa.array(tts, pa.int64(), mask=~flags)
-        if self._schema is not None:
-            out_cols = self._output_columns(self._schema)
-            if out_cols:
-                data = self._gather(rows, out_cols)
+        if self._bound is not None:
+            out_cols = self._output_columns(self._bound.schema)
+            event_time = self.out_of_orderness is not None
+            if out_cols or (event_time and len(rows)):
+                data = self._gather(rows, out_cols + ([ARRIVAL] if event_time else []))
                 for c in out_cols:
                     cols[c] = data.column(c)
+                if event_time:
+                    cols["row"] = data.column(ARRIVAL).combine_chunks()
         return pa.table(cols, schema=schema)
 
     def _gather(self, rows: np.ndarray, names: list[str]) -> pa.Table:
-        if not self._retained:
-            return pa.table({c: pa.array([], self._schema.field(c).type) for c in names})
-        base = self._retained[0][0]
-        full = pa.concat_tables([t.select(names) for _, t in self._retained])
-        return full.take(pa.array(rows - base, pa.int64()))
+        """Columns ``names`` of the fed rows ``rows`` (positions in feeding order)."""
+        blocks = self._state.retained
+        if not blocks:
+            return pa.table({c: pa.array([], self._bound.schema.field(c).type if c != ARRIVAL else pa.int64())
+                             for c in names})
+        parts, ids = [], []
+        for start, t in blocks:
+            if isinstance(start, np.ndarray):
+                ids.append(start)
+            else:
+                ids.append(np.arange(start, start + t.num_rows, dtype=np.int64))
+            parts.append(t.select(names))
+        ids = np.concatenate(ids)
+        full = pa.concat_tables(parts)
+        pos = np.searchsorted(ids, rows)
+        return full.take(pa.array(pos, pa.int64()))
 
     def _trim_retained(self) -> None:
-        if not self._retained:
+        st = self._state
+        if not st.retained:
             return
-        n_row, n_stage, _, n_ref, meta = self._buf
-        oldest = int(kbuf.min_live_row(n_row, n_stage, n_ref, meta[0]))
+        buf = st.buffer
+        oldest = int(kbuf.min_live_row(buf.row, buf.stage, buf.ref, buf.meta[0]))
         if oldest < 0:
-            oldest = self._rows_seen
-        while self._retained and self._retained[0][0] + self._retained[0][1].num_rows <= oldest:
-            self._retained.pop(0)
+            oldest = st.rows_fed
+        keep = st.retained
+        while keep and _block_end(keep[0]) <= oldest:
+            keep = keep[1:]
+        st.retained = keep
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """What the first batch fixed: its schema, column kinds, the window and delay in time units."""
+
+    schema: pa.Schema
+    kinds: dict
+    window: int
+    unit: str
+    delay: int | None
+
+
+def _block_end(block: tuple) -> int:
+    start, t = block
+    return int(start[-1]) + 1 if isinstance(start, np.ndarray) else start + t.num_rows
+
+
+def _reserved_names(timeouts: bool) -> tuple[str, ...]:
+    return RESERVED if timeouts else RESERVED[:3]
+
+
+def _check_time_nulls(tbl: pa.Table, time: str, row0: int) -> None:
+    col = tbl.column(time)
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"time column {time!r} has a null at row {row0 + row}")
 
 
 def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",
           columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str = "ms",
-          max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES) -> pa.Table:
+          max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+          max_state_bytes: int = DEFAULT_MAX_STATE_BYTES) -> pa.Table:
     """One-shot matching over a whole table (or an iterable of batches, already in time
     order per key). A table is stably sorted by time first when it is not in order, so ties
     keep their input order. Row positions in the output refer to the input as given."""
     m = Matcher(pattern, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
-                max_partial_matches=max_partial_matches)
+                max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes)
     if isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
             type(data).__module__.startswith("pandas"):
         tbl = as_table(data)

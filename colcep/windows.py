@@ -32,47 +32,17 @@ from .errors import InputError, WindowSpecError
 from .keys import KeyCodes
 from .kernels import arrays as karr
 from .kernels import windows as kwin
+from .durations import check_duration as _check_duration
+from .durations import to_units as _to_units
 from .matcher import as_table
 
 __all__ = ["Tumbling", "Sliding", "Session", "Count", "Global", "WindowSpec", "WindowSpecError",
            "assign", "aggregate", "ohlc", "WindowAggregator", "AGG_FUNCS"]
 
 AGG_FUNCS = ("count", "sum", "min", "max", "first", "last", "mean")
-_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "sec": 10**9, "m": 60 * 10**9, "min": 60 * 10**9,
-       "h": 3600 * 10**9, "hour": 3600 * 10**9, "d": 86400 * 10**9, "day": 86400 * 10**9}
 _TIME_UNITS = ("s", "ms", "us", "ns")
 _I64_MIN = np.iinfo(np.int64).min
 _I64_MAX = np.iinfo(np.int64).max
-
-
-# ---------------------------------------------------------------------------------- durations
-def _check_duration(value: Any, what: str, signed: bool = False) -> None:
-    """Validate a duration early, before the time column's unit is known."""
-    _to_units(value, "ns", what, signed, exact=False)
-
-
-def _to_units(value: Any, unit: str, what: str, signed: bool = False, exact: bool = True) -> int:
-    """``value`` in ``unit``: an int is already in the column's unit; a string or timedelta
-    must be a whole number of it. Unless ``signed``, the value must be > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, str, _dt.timedelta)):
-        raise WindowSpecError(f"{what} must be an int (time column units), a string like '1min' or a "
-                              f"timedelta, got {value!r}")
-    if isinstance(value, (int, np.integer)):
-        units = Fraction(int(value))
-    else:
-        if isinstance(value, _dt.timedelta):
-            ns = Fraction((value.days * 86400 + value.seconds) * 10**6 + value.microseconds) * 1000
-        else:
-            m = re.fullmatch(r"\s*([+-]?)\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", value.lower())
-            if not m or m.group(3) not in _NS:
-                raise WindowSpecError(f"invalid {what} {value!r}: use e.g. '500ms', '10s', '5min', '-8h', '1d'")
-            ns = Fraction(m.group(2)) * _NS[m.group(3)] * (-1 if m.group(1) == "-" else 1)
-        units = ns / _NS[unit]
-    if not signed and units <= 0:
-        raise WindowSpecError(f"{what} must be > 0, got {value!r}")
-    if exact and units.denominator != 1:
-        raise WindowSpecError(f"{what} {value!r} is not a whole number of the time column's unit ({unit})")
-    return int(units)
 
 
 # ---------------------------------------------------------------------------------- window specs

@@ -50,15 +50,12 @@ from .arrays import grow, grow_rows
 from .buffer import alloc, compare_paths, join, release, reserve, walk_paths
 from .vm import STACK, VW, compare, eval_program, eval_value, v_init, v_update
 
-TAKE, IGNORE, PROCEED = 0, 1, 2
-NORMAL, FINAL, STOP, PENDING = 0, 1, 2, 3
-NO_SKIP, SKIP_TO_NEXT, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST = 0, 1, 2, 3, 4
-COND_MASK, COND_PROGRAM, COND_NOT = 0, 1, 2
-BIG = np.int64(2**62)
-SCAN_AHEAD = 64  # events a waiting run's condition is scanned ahead at a time
+from .codes import (COND_MASK, COND_NOT, COND_PROGRAM, ERR_CAPACITY, ERR_INTERRUPTED, ERR_NODES, FINAL, IGNORE, NO_SKIP,  # noqa: F401
+                    NORMAL, OK, PENDING, PROCEED, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT,
+                    STOP, TAKE, TIME_MAX)
 
-# status codes
-OK, ERR_CAPACITY = 0, 1
+BIG = np.int64(2**62)  # "no such event" (an index past every key's events)
+SCAN_AHEAD = 64  # events a waiting run's condition is scanned ahead at a time
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -87,6 +84,29 @@ def _cond(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, voff,
         c_val[c] = 1 if r else 0
         c_stamp[c] = stamp
     return r != neg
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _expired(t, sts, window):
+    """Has the window of a run started at ``sts`` passed at time ``t >= sts``? Exact for every
+    int64 (``t - sts >= window`` without overflow)."""
+    return window > 0 and sts <= TIME_MAX - window and t >= sts + window
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _last_time(sts, window):
+    """The last time inside the window of a run started at ``sts`` (saturating)."""
+    if window <= 0 or sts > TIME_MAX - window + 1:
+        return TIME_MAX
+    return sts + window - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _deadline(sts, window):
+    """When the window of a run started at ``sts`` passes: its timed-out time (saturating)."""
+    if sts > TIME_MAX - window:
+        return TIME_MAX
+    return sts + window
 
 
 @njit(cache=True, nogil=True)
@@ -372,7 +392,7 @@ def _one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, 
 
 
 @njit(cache=True, nogil=True)
-def _dfs_bounds(tr_ptr, tr_act, tr_tgt, n_states):
+def dfs_bounds(tr_ptr, tr_act, tr_tgt, n_states):
     """Upper bounds, over all start states, of the pushes and of the TAKE / IGNORE edges of
     one decision-graph DFS (every condition taken as true; PROCEED edges form a DAG)."""
     pushes = np.ones(n_states, np.int64)
@@ -475,14 +495,14 @@ def _same_relevant(v, a, b, st_rel, s):
 
 
 # what _run_key asks of its caller
-DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY = 0, 1, 2, 3
+DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY, INTERRUPTED = 0, 1, 2, 3, 4
 
 
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def _run_key(
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
         cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
-        window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
+        window, skip_code, skip_stage, want_timeouts, max_runs, stop, dominate, merging, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
         W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
         hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
@@ -510,10 +530,12 @@ def _run_key(
             npend = 0
         if j >= n_events:
             return DONE, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
+        if stop[0] != 0:
+            return INTERRUPTED, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
         final_tick = j == n_rows
         if final_tick:
             row = -1
-            t = BIG
+            t = TIME_MAX  # (unused: at the final tick every windowed run times out)
             g = BIG
         else:
             row = order[row_lo + j]
@@ -527,7 +549,7 @@ def _run_key(
                     j += 1
                 continue
             t = ts[row]
-            if min_wake > j and (dead or start_mask[row] == 0) and (window <= 0 or na == 0 or t - W_sts[ao] < window):
+            if min_wake > j and (dead or start_mask[row] == 0) and (na == 0 or not _expired(t, W_sts[ao], window)):
                 # every run waits past this event, none times out and nothing starts: the
                 # event changes nothing (no run, held match or start)
                 j += 1
@@ -556,7 +578,7 @@ def _run_key(
                 # ---- advanceTime: the timed-out runs are a prefix (sorted by start); when
                 # none times out nothing can change (waiting matches stay held)
                 cut = 0
-                while window > 0 and cut < na and t - W_sts[ao + cut] >= window:
+                while window > 0 and cut < na and (final_tick or _expired(t, W_sts[ao + cut], window)):
                     cut += 1
                 if cut == 0:
                     continue
@@ -572,7 +594,7 @@ def _run_key(
                             pend_node[npend] = W_node[i]
                             pend_g[npend] = g
                             pend_flag[npend] = 1
-                            pend_tts[npend] = W_sts[i] + window
+                            pend_tts[npend] = _deadline(W_sts[i], window)
                             npend += 1
                         release(n_row, n_stage, n_parent, n_ref, meta, W_node[i])
                 # the survivors stay where they are: the list now starts after the cut
@@ -603,7 +625,7 @@ def _run_key(
                     else:
                         wake = W_wake[ao + i]
                         if wake <= jc and sleep_cond[W_state[ao + i]] >= 0:
-                            last_t = W_sts[ao + i] + window - 1 if window > 0 else BIG
+                            last_t = _last_time(W_sts[ao + i], window)
                             wake = _next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code,
                                                consts, masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
                                                n_rows, ts, last_t)
@@ -739,7 +761,7 @@ def _run_key(
                                 if sleep_cond[s1] >= 0:
                                     wake = _next_event(sleep_cond[s1], cond_kind, cond_a, cond_b, cond_thr, code,
                                                        consts, masks, cols, W_v, xo, vm_stack, order, row_lo,
-                                                       jc + 1, n_rows, ts, sts1 + window - 1 if window > 0 else BIG)
+                                                       jc + 1, n_rows, ts, _last_time(sts1, window))
                                 W_wake[x] = wake
                                 if wake < min_wake:
                                     min_wake = wake
@@ -820,8 +842,11 @@ def _run_key(
 def run_batch(
         # the program
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
-        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, st_rel, st_merge,
-        window, skip_code, skip_stage, want_timeouts, max_runs, flush,
+        cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
+        max_push, max_edges,
+        # the options: ``max_runs`` bounds a key's live runs, ``max_nodes`` the buffer's live
+        # nodes; the caller sets ``stop[0]`` to interrupt the call (the state is then partial)
+        window, skip_code, skip_stage, want_timeouts, max_runs, max_nodes, flush, stop,
         # the batch: rows in input order, ``order`` lists them grouped by key (``key_ptr``);
         # ``row0`` is the stream position of the batch's first row
         n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
@@ -837,8 +862,6 @@ def run_batch(
     (possibly grown) buffer and outputs, the numbers of matches and events written in all
     and a status (code, key, count)."""
     vw = r_v.shape[1]
-    max_push, max_edges = _dfs_bounds(tr_ptr, tr_act, tr_tgt, st_kind.shape[0])
-    sleep_cond = sleep_conditions(st_kind, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a)
     per_run = 2 * max_edges + 1
     # Merging equivalent runs (SASE+ 4.2.2): with no skip strategy and no timed-out output a
     # completed merged run stands for its runs' matches, all emitted at once
@@ -942,7 +965,7 @@ def run_batch(
             code_, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp = _run_key(
                 st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
                 cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
-                window, skip_code, skip_stage, want_timeouts, max_runs, dominate, merging, per_run, vw,
+                window, skip_code, skip_stage, want_timeouts, max_runs, stop, dominate, merging, per_run, vw,
                 k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
                 hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
@@ -952,9 +975,9 @@ def run_batch(
                 j, ao, a_half, na, nh, npend, nm, ne, dead, stamp)
             if code_ == DONE:
                 break
-            if code_ == OVER_CAPACITY:
+            if code_ == OVER_CAPACITY or code_ == INTERRUPTED:
                 start_dead[k] = 1 if dead else 0
-                status[0] = ERR_CAPACITY
+                status[0] = ERR_CAPACITY if code_ == OVER_CAPACITY else ERR_INTERRUPTED
                 status[1] = k
                 status[2] = ne  # the number of runs
                 return (nr_ptr, nr_state, nr_node, nr_sts, nr_spos, nr_v, nh_ptr, nh_sts, nh_spos,
@@ -968,6 +991,13 @@ def run_batch(
                 continue
             # NEED_ROOM
             need = (na + 1) * per_run
+            if meta[0] - meta[2] + need > max_nodes:
+                status[0] = ERR_NODES
+                status[1] = k
+                status[2] = meta[0] - meta[2]  # the live nodes
+                return (nr_ptr, nr_state, nr_node, nr_sts, nr_spos, nr_v, nh_ptr, nh_sts, nh_spos,
+                        nh_epos, nh_node, n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts,
+                        m_off, nm, e_row, e_stage, 0, status)
             if n_row.shape[0] - meta[0] + meta[2] < need:
                 n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
                 if merging and walk.shape[0] < 4 * n_row.shape[0]:

@@ -1,0 +1,277 @@
+"""Snapshot bytes of a Matcher's state: versioned, checksummed, bound to the pattern.
+
+Layout (little-endian)::
+
+    b"COLCEP-SNAPSHOT\\n"   16 bytes of magic
+    u32 header length, then the header: UTF-8 JSON with the format version, the program's
+        fingerprint, the Matcher's settings, the counters and a table of the blobs
+    the blobs: numpy arrays as raw bytes, Arrow IPC streams (key values, strings, the
+        schema, retained input rows, rows waiting for the watermark)
+    32 bytes: SHA-256 of everything before
+
+The state is compacted on the way out: only the buffer nodes that live runs and held matches
+reach, renumbered, and only the input rows those nodes refer to, so a snapshot's size tracks
+live partial matches, not the stream's length. ``keys=`` exports a subset of the keys.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import struct
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import SnapshotError
+from .kernels.compact import compact_buffer
+from .kernels.buffer import JOIN
+from .keys import KeyCodes
+from .state import Buffer, Held, MatcherState, Runs
+from .watermark import ARRIVAL
+
+if TYPE_CHECKING:
+    from .matcher import Matcher
+    from .program import CompiledPattern
+
+MAGIC = b"COLCEP-SNAPSHOT\n"
+FORMAT = 1
+_ROW = "__colcep_row"
+
+
+# ------------------------------------------------------------------------------------ encode
+def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
+    st = m._state
+    codes = _selected_codes(st.keys, keys)
+    runs, held = _select(st.runs, codes), _select(st.held, codes)
+    n_runs = runs.state.shape[0]
+    roots = np.concatenate([runs.node, held.node]).astype(np.int64)
+    buf = st.buffer
+    row, stage, parent, ref, new_roots = compact_buffer(buf.row, buf.stage, buf.parent, int(buf.meta[0]), roots)
+    runs.node, held.node = new_roots[:n_runs], new_roots[n_runs:]
+    blobs = _Blobs()
+    for name, a in (("runs.ptr", runs.ptr), ("runs.state", runs.state), ("runs.node", runs.node),
+                    ("runs.start_ts", runs.start_ts), ("runs.start_pos", runs.start_pos), ("runs.v", runs.v),
+                    ("held.ptr", held.ptr), ("held.start_ts", held.start_ts), ("held.start_pos", held.start_pos),
+                    ("held.end_pos", held.end_pos), ("held.node", held.node),
+                    ("buffer.row", row), ("buffer.stage", stage), ("buffer.parent", parent), ("buffer.ref", ref),
+                    ("start_dead", _per_key(st.start_dead, codes, 0)),
+                    ("key_last_ts", _per_key(st.key_last_ts, codes, np.iinfo(np.int64).min))):
+        blobs.array(name, a)
+    key_type = st.keys.type if st.keys.type is not None else pa.null()
+    blobs.table("keys", pa.table({"key": pa.array([st.keys.values[c] for c in codes],
+                                                  key_type if m.key is not None else pa.null())}))
+    blobs.table("strings", pa.table({"s": pa.array(sorted(st.strings, key=st.strings.get), pa.large_string())}))
+    if m._bound is not None:
+        blobs.raw("schema", m._bound.schema.serialize().to_pybytes())
+        live_rows = np.unique(row[(stage != JOIN)]) if row.shape[0] else np.zeros(0, np.int64)
+        blobs.table("retained", _retained_rows(st.retained, live_rows))
+        if st.pending is not None and st.pending.num_rows:
+            blobs.table("pending", _pending_for(st.pending, m.key, st.keys, codes, keys))
+    header = {
+        "format": FORMAT, "fingerprint": m.program.fingerprint,
+        "settings": {"key": m.key, "time": m.time, "columns": m.columns, "timeouts": m.timeouts,
+                     "time_unit": m.time_unit, "max_partial_matches": m.max_partial_matches,
+                     "max_state_bytes": m.max_state_bytes, "out_of_orderness": _duration_out(m.out_of_orderness)},
+        "counters": {"rows_seen": st.rows_seen, "rows_fed": st.rows_fed, "matches_out": st.matches_out,
+                     "late_rows": st.late_rows, "watermark": st.watermark, "max_ts": st.max_ts},
+        "blobs": blobs.index,
+    }
+    head = json.dumps(header, sort_keys=True).encode()
+    body = MAGIC + struct.pack("<I", len(head)) + head + blobs.data.getvalue()
+    return body + hashlib.sha256(body).digest()
+
+
+class _Blobs:
+    def __init__(self):
+        self.data = io.BytesIO()
+        self.index: dict[str, dict] = {}
+
+    def raw(self, name: str, b: bytes, **meta: Any) -> None:
+        self.index[name] = {"offset": self.data.tell(), "length": len(b), **meta}
+        self.data.write(b)
+
+    def array(self, name: str, a: np.ndarray) -> None:
+        a = np.ascontiguousarray(a)
+        self.raw(name, a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes(), dtype=a.dtype.str.lstrip("<>|="),
+                 shape=list(a.shape))
+
+    def table(self, name: str, t: pa.Table) -> None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        self.raw(name, sink.getvalue().to_pybytes())
+
+
+def _selected_codes(keys: KeyCodes, wanted: Sequence[Any] | None) -> list[int]:
+    if wanted is None:
+        return list(range(keys.n))
+    return [keys.codes[k] for k in dict.fromkeys(wanted) if k in keys.codes]
+
+
+def _select(x: "Runs | Held", codes: list[int]):
+    """The per-key CSR lists of ``codes`` only (all keys: a copy as is)."""
+    arrays = x.arrays()
+    ptr = arrays[0]
+    n_old = ptr.shape[0] - 1
+    idx = [np.arange(ptr[c], ptr[c + 1]) if c < n_old else np.zeros(0, np.int64) for c in codes]
+    counts = np.array([len(i) for i in idx], np.int64)
+    sel = np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, np.int64)
+    new_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return type(x)(new_ptr, *(a[sel] for a in arrays[1:]))
+
+
+def _per_key(a: np.ndarray, codes: list[int], fill) -> np.ndarray:
+    out = np.full(len(codes), fill, a.dtype)
+    for i, c in enumerate(codes):
+        if c < a.shape[0]:
+            out[i] = a[c]
+    return out
+
+
+def _retained_rows(blocks: list, rows: np.ndarray) -> pa.Table:
+    """The retained input rows whose feeding positions are ``rows`` (sorted), with those positions."""
+    parts = []
+    for start, t in blocks:
+        ids = start if isinstance(start, np.ndarray) else np.arange(start, start + t.num_rows, dtype=np.int64)
+        pos = np.flatnonzero(np.isin(ids, rows, assume_unique=True))
+        if len(pos):
+            sub = t.take(pa.array(pos))
+            parts.append(sub.append_column(_ROW, pa.array(ids[pos], pa.int64())))
+    if not parts:
+        return pa.table({_ROW: pa.array([], pa.int64())})
+    return pa.concat_tables(parts)
+
+
+def _pending_for(pending: pa.Table, key: str | None, keys: KeyCodes, codes: list[int], wanted) -> pa.Table:
+    if wanted is None or key is None:
+        return pending
+    values = pa.array([keys.values[c] for c in codes], pending.schema.field(key).type)
+    import pyarrow.compute as pc
+    return pending.filter(pc.is_in(pending.column(key), value_set=values))
+
+
+def _duration_out(d: Any) -> Any:
+    if isinstance(d, _dt.timedelta):
+        return {"timedelta_us": (d.days * 86400 + d.seconds) * 10**6 + d.microseconds}
+    return int(d) if isinstance(d, (int, np.integer)) else d
+
+
+def _duration_in(d: Any) -> Any:
+    if isinstance(d, dict):
+        return _dt.timedelta(microseconds=d["timedelta_us"])
+    return d
+
+
+# ------------------------------------------------------------------------------------ decode
+def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
+    header, blobs = _parse(data)
+    if header["fingerprint"] != program.fingerprint:
+        raise SnapshotError("the snapshot was taken with a different pattern (program fingerprint "
+                            f"{header['fingerprint'][:12]}, this pattern's is {program.fingerprint[:12]}); "
+                            "restore it with the pattern it was taken with")
+    s = header["settings"]
+    m = cls(program, key=s["key"], time=s["time"], columns=s["columns"], timeouts=s["timeouts"],
+            time_unit=s["time_unit"], max_partial_matches=s["max_partial_matches"],
+            max_state_bytes=s["max_state_bytes"], out_of_orderness=_duration_in(s["out_of_orderness"]))
+    st: MatcherState = m._state
+    st.runs = Runs(*(blobs.array(f"runs.{n}") for n in ("ptr", "state", "node", "start_ts", "start_pos", "v")))
+    st.held = Held(*(blobs.array(f"held.{n}") for n in ("ptr", "start_ts", "start_pos", "end_pos", "node")))
+    row, stage, parent, ref = (blobs.array(f"buffer.{n}") for n in ("row", "stage", "parent", "ref"))
+    st.buffer = _buffer(row, stage, parent, ref)
+    st.start_dead = blobs.array("start_dead").copy()
+    st.key_last_ts = blobs.array("key_last_ts").copy()
+    keys = blobs.table("keys").column("key").to_pylist()
+    st.keys.codes = {k: i for i, k in enumerate(keys)}
+    st.keys.values = list(keys)
+    if s["key"] is not None:
+        st.keys.type = blobs.table("keys").schema.field("key").type
+    st.strings = {v: i for i, v in enumerate(blobs.table("strings").column("s").to_pylist())}
+    c = header["counters"]
+    st.rows_seen, st.rows_fed, st.matches_out = c["rows_seen"], c["rows_fed"], c["matches_out"]
+    st.late_rows, st.watermark, st.max_ts = c["late_rows"], c["watermark"], c["max_ts"]
+    if "schema" in header["blobs"]:
+        schema = pa.ipc.read_schema(pa.py_buffer(blobs.raw("schema")))
+        m._bound = m._bind(schema)
+        ret = blobs.table("retained")
+        if ret.num_rows:
+            ids = np.asarray(ret.column(_ROW).to_numpy(), np.int64)
+            st.retained = [(ids, ret.drop_columns([_ROW]))]
+        if "pending" in header["blobs"]:
+            st.pending = blobs.table("pending")
+    _check_consistent(st, program)
+    return m
+
+
+class _Reader:
+    def __init__(self, index: dict, body: memoryview):
+        self.index, self.body = index, body
+
+    def raw(self, name: str) -> bytes:
+        if name not in self.index:
+            raise SnapshotError(f"the snapshot has no {name!r} section")
+        e = self.index[name]
+        if e["offset"] < 0 or e["offset"] + e["length"] > len(self.body):
+            raise SnapshotError(f"the snapshot's {name!r} section lies outside the data")
+        return bytes(self.body[e["offset"]:e["offset"] + e["length"]])
+
+    def array(self, name: str) -> np.ndarray:
+        e = self.index[name]
+        a = np.frombuffer(self.raw(name), dtype=np.dtype(e["dtype"]).newbyteorder("<"))
+        return a.astype(np.dtype(e["dtype"]), copy=True).reshape(e["shape"])
+
+    def table(self, name: str) -> pa.Table:
+        return pa.ipc.open_stream(pa.py_buffer(self.raw(name))).read_all()
+
+
+def _parse(data: bytes) -> tuple[dict, _Reader]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise SnapshotError(f"expected snapshot bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) < len(MAGIC) + 4 + 32 or not data.startswith(MAGIC):
+        raise SnapshotError("not a colcep snapshot (the bytes do not start with colcep's snapshot marker)")
+    body, digest = data[:-32], data[-32:]
+    if hashlib.sha256(body).digest() != digest:
+        raise SnapshotError("the snapshot is corrupt (its SHA-256 checksum does not match); nothing was restored")
+    (n,) = struct.unpack_from("<I", data, len(MAGIC))
+    start = len(MAGIC) + 4
+    try:
+        header = json.loads(data[start:start + n])
+    except ValueError as e:
+        raise SnapshotError(f"the snapshot's header is not valid JSON: {e}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("format"), int):
+        raise SnapshotError("the snapshot's header has no format version")
+    if header["format"] > FORMAT:
+        raise SnapshotError(f"the snapshot has format {header['format']}, newer than this colcep reads ({FORMAT}); "
+                            "upgrade colcep to restore it")
+    return header, _Reader(header["blobs"], memoryview(body)[start + n:])
+
+
+def _buffer(row, stage, parent, ref) -> Buffer:
+    n = row.shape[0]
+    cap = max(1024, 2 * n)
+    b = Buffer.empty() if n == 0 else Buffer(np.zeros(cap, np.int64), np.zeros(cap, np.int32),
+                                            np.full(cap, -1, np.int64), np.zeros(cap, np.int32),
+                                            np.array([0, -1, 0], np.int64))
+    b.row[:n], b.stage[:n], b.parent[:n], b.ref[:n] = row, stage, parent, ref
+    b.meta[:] = (n, -1, 0)
+    return b
+
+
+def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:
+    """Cheap structural checks, so that a hand-edited or mismatched snapshot fails here."""
+    n_keys = st.keys.n
+    n_nodes = int(st.buffer.meta[0])
+    for what, x in (("runs", st.runs), ("held matches", st.held)):
+        if x.ptr.shape[0] != n_keys + 1 or x.ptr[-1] != x.node.shape[0] or (np.diff(x.ptr) < 0).any():
+            raise SnapshotError(f"the snapshot's {what} do not fit its {n_keys} keys")
+        if x.node.shape[0] and (x.node.min() < -1 or x.node.max() >= n_nodes):
+            raise SnapshotError(f"the snapshot's {what} point outside its match buffer")
+    if st.runs.state.shape[0] and (st.runs.state.max() >= program.nfa.n_states or st.runs.state.min() < 0):
+        raise SnapshotError("the snapshot's runs are in states this pattern does not have")
+    if st.runs.v.ndim != 2 or st.runs.v.shape[1] != program.v_width:
+        raise SnapshotError("the snapshot's aggregate vectors do not fit this pattern")
+    if st.start_dead.shape[0] != n_keys or st.key_last_ts.shape[0] != n_keys:
+        raise SnapshotError(f"the snapshot's per-key arrays do not fit its {n_keys} keys")

@@ -1,0 +1,50 @@
+"""Kernel calls that Ctrl-C can stop.
+
+A long Numba call in the main thread cannot see a signal until it returns. From the main
+thread, :func:`call` runs the kernel on one worker thread (the kernels release the GIL) while
+the main thread waits where Python delivers ``KeyboardInterrupt``; the kernel polls a stop
+flag once per event, so on Ctrl-C it is told to stop and the interrupt is raised at once. The
+caller rolls its state back (the kernel's partial work is discarded). From any other thread
+the kernel runs inline.
+"""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+
+_POOL: ThreadPoolExecutor | None = None
+_LOCK = threading.Lock()
+GRACE_SECONDS = 1.0  # how long an interrupted call may take to notice its stop flag
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="colcep-kernel")
+        return _POOL
+
+
+def new_stop_flag() -> np.ndarray:
+    return np.zeros(1, np.uint8)
+
+
+def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
+    """``fn(*args)``, interruptible by Ctrl-C when called from the main thread: sets
+    ``stop[0]``, waits up to ``GRACE_SECONDS`` for the kernel to notice, and raises
+    ``KeyboardInterrupt``."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    fut = _pool().submit(fn, *args)
+    try:
+        return fut.result()
+    except KeyboardInterrupt:
+        stop[0] = 1
+        try:
+            fut.result(timeout=GRACE_SECONDS)
+        except BaseException:  # noqa: BLE001 - the interrupt is what the caller gets
+            pass
+        raise

@@ -1,0 +1,150 @@
+"""A Matcher's state: everything carried from one batch to the next, in one object.
+
+Per key (CSR over key codes): the live runs (state, last buffer node, start time and position,
+aggregate vector V), the completed matches held back by the skip strategy, and whether a STOP
+state killed the key's start run. Shared by all keys: the match buffer (``kernels.buffer``),
+the dictionaries of key values and strings, the input rows live nodes still refer to (for the
+output columns), and the counters that number rows and matches.
+
+The kernels mutate the buffer, ``start_dead`` and ``key_last_ts`` in place; ``checkpoint()``
+copies exactly those, so a failed call can be undone with ``rollback()``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+
+from .keys import KeyCodes
+from .kernels import buffer as kbuf
+
+NODE_BYTES = 8 + 4 + 8 + 4  # row, stage, parent, ref
+
+
+@dataclass
+class Runs:
+    """Live runs per key: ``ptr`` (n_keys + 1, CSR) and one entry per run."""
+
+    ptr: np.ndarray
+    state: np.ndarray
+    node: np.ndarray
+    start_ts: np.ndarray
+    start_pos: np.ndarray
+    v: np.ndarray  # (runs, v_width) float64
+
+    @classmethod
+    def empty(cls, v_width: int) -> "Runs":
+        return cls(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                   np.zeros(0, np.int64), np.zeros((0, v_width), np.float64))
+
+    def arrays(self) -> tuple:
+        return self.ptr, self.state, self.node, self.start_ts, self.start_pos, self.v
+
+
+@dataclass
+class Held:
+    """Completed matches held back by the skip strategy, per key (CSR), in release order."""
+
+    ptr: np.ndarray
+    start_ts: np.ndarray
+    start_pos: np.ndarray
+    end_pos: np.ndarray
+    node: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "Held":
+        return cls(np.zeros(1, np.int64), *(np.zeros(0, np.int64) for _ in range(4)))
+
+    def arrays(self) -> tuple:
+        return self.ptr, self.start_ts, self.start_pos, self.end_pos, self.node
+
+
+@dataclass
+class Buffer:
+    """The shared match buffer's node arrays and ``meta`` (high water, free head, free count)."""
+
+    row: np.ndarray
+    stage: np.ndarray
+    parent: np.ndarray
+    ref: np.ndarray
+    meta: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "Buffer":
+        return cls(*kbuf.new_buffer())
+
+    def arrays(self) -> tuple:
+        return self.row, self.stage, self.parent, self.ref, self.meta
+
+    @property
+    def live(self) -> int:
+        return int(self.meta[0] - self.meta[2])
+
+    def copy(self) -> "Buffer":
+        h = int(self.meta[0])
+        out = Buffer.empty() if h == 0 else Buffer(*(np.array(a, copy=True) for a in self.arrays()))
+        out.meta[:] = self.meta
+        return out
+
+
+@dataclass
+class MatcherState:
+    """Everything a Matcher carries between batches."""
+
+    runs: Runs
+    held: Held
+    buffer: Buffer
+    keys: KeyCodes
+    strings: dict                       # string value -> code (literals first)
+    start_dead: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    key_last_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rows_seen: int = 0                  # rows received (arrival positions)
+    rows_fed: int = 0                   # rows given to the kernel (event time: in release order)
+    matches_out: int = 0
+    # input rows still referred to: (first row, table) blocks, or (row ids, table) after a restore
+    retained: list = field(default_factory=list)
+    # event time: rows waiting for the watermark (with their arrival row), and the watermark
+    pending: pa.Table | None = None
+    watermark: int | None = None
+    max_ts: int | None = None
+    late_rows: int = 0
+
+    @classmethod
+    def new(cls, key: str | None, v_width: int, literals: dict) -> "MatcherState":
+        return cls(Runs.empty(v_width), Held.empty(), Buffer.empty(), KeyCodes(key), dict(literals))
+
+    def ensure_keys(self, n_keys: int) -> None:
+        """Per-key arrays cover ``n_keys`` keys."""
+        if self.key_last_ts.shape[0] < n_keys:
+            self.key_last_ts = np.concatenate(
+                [self.key_last_ts, np.full(n_keys - self.key_last_ts.shape[0], np.iinfo(np.int64).min)])
+        if self.start_dead.shape[0] < n_keys:
+            self.start_dead = np.concatenate([self.start_dead, np.zeros(n_keys - self.start_dead.shape[0], np.uint8)])
+
+    # ------------------------------------------------------------------ stage and commit
+    def checkpoint(self) -> "MatcherState":
+        """A copy to go back to: the arrays the kernels change in place are copied, the rest
+        (replaced, never mutated) shared."""
+        keys = KeyCodes(self.keys.name)
+        keys.codes, keys.values, keys.type = dict(self.keys.codes), list(self.keys.values), self.keys.type
+        return replace(self, buffer=self.buffer.copy(), keys=keys, strings=dict(self.strings),
+                       start_dead=self.start_dead.copy(), key_last_ts=self.key_last_ts.copy(),
+                       retained=list(self.retained))
+
+    def restore_from(self, saved: "MatcherState") -> None:
+        """Become ``saved`` (a checkpoint of this state)."""
+        self.__dict__.update(saved.__dict__)
+
+    # ------------------------------------------------------------------ figures
+    @property
+    def live_runs(self) -> int:
+        return int(self.runs.state.shape[0])
+
+    def nbytes(self) -> int:
+        """Bytes the state holds: runs, held matches, the buffer's live nodes, retained rows."""
+        runs = sum(a.nbytes for a in self.runs.arrays())
+        held = sum(a.nbytes for a in self.held.arrays())
+        rows = sum(t.nbytes for _, t in self.retained)
+        pend = self.pending.nbytes if self.pending is not None else 0
+        return runs + held + self.buffer.live * NODE_BYTES + rows + pend

@@ -1,0 +1,58 @@
+"""Event time: rows held until the watermark passes them, late rows set aside.
+
+As Flink's CEP operator in event time: a row is buffered until the watermark reaches its
+time, then released in (time, arrival) order; a row whose time is at or behind the watermark
+when it arrives is late and goes to the side output. The watermark is Flink's
+``BoundedOutOfOrdernessWatermarks`` (``max time seen - out_of_orderness - 1``), raised further by
+explicit watermarks, and never goes back.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+ARRIVAL = "__colcep_arrival"  # the hidden column carrying a row's arrival position
+I64_MIN = int(np.iinfo(np.int64).min)
+
+
+def time_values(tbl: pa.Table, time: str) -> np.ndarray:
+    col = tbl.column(time)
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.int64())
+    return np.asarray(col.to_numpy(), np.int64)
+
+
+def next_watermark(current: int | None, max_ts: int | None, delay: int | None, explicit: int | None) -> int | None:
+    """The watermark after a batch: never lower than ``current``."""
+    cands = [w for w in (current, explicit) if w is not None]
+    if delay is not None and max_ts is not None:
+        cands.append(max_ts - delay - 1 if max_ts >= I64_MIN + delay + 1 else I64_MIN)
+    return max(cands) if cands else None
+
+
+def split_late(tbl: pa.Table, time: str, watermark: int | None) -> tuple[pa.Table, pa.Table | None]:
+    """``(on time, late)``: a row at or behind the watermark is late."""
+    if watermark is None or tbl.num_rows == 0:
+        return tbl, None
+    late = time_values(tbl, time) <= watermark
+    if not late.any():
+        return tbl, None
+    return tbl.filter(pa.array(~late)), tbl.filter(pa.array(late))
+
+
+def release(pending: pa.Table | None, time: str, watermark: int | None,
+            everything: bool = False) -> tuple[pa.Table | None, pa.Table | None]:
+    """``(released, still pending)``: the pending rows with time <= watermark (all of them with
+    ``everything``), sorted by (time, arrival)."""
+    if pending is None or pending.num_rows == 0:
+        return None, pending
+    ts = time_values(pending, time)
+    arrival = np.asarray(pending.column(ARRIVAL).to_numpy(), np.int64)
+    due = np.ones(len(ts), bool) if everything else (ts <= watermark if watermark is not None else np.zeros(len(ts), bool))
+    if not due.any():
+        return None, pending
+    idx = np.flatnonzero(due)
+    idx = idx[np.lexsort((arrival[idx], ts[idx]))]
+    rest = np.flatnonzero(~due)
+    released = pending.take(pa.array(idx))
+    return released, (pending.take(pa.array(rest)) if len(rest) else None)
