@@ -1,33 +1,42 @@
 """The ``colcep`` command line.
 
-    colcep scan --generate 1000000 --symbols 100 --pattern paper_query3 --out out/matches
+    colcep scan --events 1000000 --symbols 100 --pattern paper_query3 --out out/matches
     colcep scan data/ticks.parquet --pattern my_pattern.py --key name --time ts --out out/m
     colcep scan data/by_symbol/ --direct --pattern p1 --out out/m      # Parquet laid out by key
     colcep scan ticks.csv --pattern three_rising --in-process --out out/m
+    colcep plot out/matches --key S0008                                # one key's price, matches marked
     colcep generate --events 1000000 --symbols 100 --out out/ticks.parquet
     colcep patterns
 
-``scan`` reads Parquet or CSV (files or directories), runs a built-in pattern
-(``colcep patterns``) or a Python file that defines ``pattern`` (optionally ``KEY``,
-``TIME``, ``SEQ``, ``COLUMNS``), on local Spark by default (or the session of
-``spark-submit``), or in this process with ``--in-process``. It writes the matches as
-Parquet to ``--out`` with ``_summary.json`` beside them and prints the summary: matches
-per stage and per key, and throughput. Progress goes to stderr on a terminal or with
-``--progress``.
+``scan`` reads Parquet or CSV (files or directories), or generates synthetic ticks
+(``--events N``), runs a built-in pattern (``colcep patterns``) or a Python file that defines
+``pattern`` (optionally ``KEY``, ``TIME``, ``SEQ``, ``COLUMNS``), on local Spark by default (or
+the session of ``spark-submit``), or in this process with ``--in-process``. It writes the
+matches as Parquet to ``--out`` with ``_summary.json`` inside, draws ``<out>.png`` beside it
+(with matplotlib installed) and prints the summary: matches per stage and per key, their time
+span, where the output and the picture are.
+
+Every long step (kernel compile or load, Spark start, the scan with rows/s and matches so far,
+writing) is reported on stderr as it starts and ends: redrawn in place on a terminal, one
+line every 10 s in a log. The output appears at ``--out`` only when the scan has finished:
+it is written to a hidden folder beside it and renamed at the end, so an interrupted or failed
+scan leaves nothing that blocks the next run.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import runpy
 import shutil
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,11 +46,17 @@ from colcep.errors import ColcepError, InputError
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
 
+#: Inputs up to this many rows scan faster in-process than on a local Spark session.
+IN_PROCESS_HINT_ROWS = 20_000_000
+#: Expected kernel compile time on a cold cache, as announced (2 cores).
+COMPILE_SECONDS = 120
+
 
 # ============================================================================ helpers shared with examples/
-def summarize(matches: pa.Table, key: str | None, top: int = 10) -> dict[str, Any]:
-    """Counts of a match table: matches, matched events, events per stage, matches per key
-    (the ``top`` keys), and timed-out partial matches when the table has them."""
+def summarize(matches: pa.Table, key: str | None, top: int = 10, time: str | None = None) -> dict[str, Any]:
+    """Counts of a match table: matches, matched events, events and matches per stage, matches
+    per key (the ``top`` keys), the time span of the matched events (when ``time`` is a column
+    of the table), and timed-out partial matches when the table has them."""
     if "timed_out" in matches.column_names:
         to = matches.filter(pc.field("timed_out"))
         matches = matches.filter(~pc.field("timed_out"))
@@ -54,16 +69,22 @@ def summarize(matches: pa.Table, key: str | None, top: int = 10) -> dict[str, An
     if timed_out is not None:
         out["timed_out"] = timed_out
     if matches.num_rows:
-        st = matches.group_by("stage").aggregate([("stage", "count")]).to_pydict()
+        st = matches.group_by("stage", use_threads=False).aggregate([("stage", "count"),
+                                                                     ("match_id", "count_distinct")]).to_pydict()
         out["events_per_stage"] = dict(zip(st["stage"], st["stage_count"]))
+        out["matches_per_stage"] = dict(zip(st["stage"], st["match_id_count_distinct"]))
     else:
         out["events_per_stage"] = {}
+        out["matches_per_stage"] = {}
     if key is not None and key in matches.column_names and matches.num_rows:
         per = matches.group_by(key).aggregate([("match_id", "count_distinct")])
         per = per.sort_by([("match_id_count_distinct", "descending"), (key, "ascending")])
         d = per.slice(0, top).to_pydict()
         out["keys_with_matches"] = per.num_rows
         out["top_keys"] = {str(k): int(v) for k, v in zip(d[key], d["match_id_count_distinct"])}
+    if time is not None and time in matches.column_names and matches.num_rows:
+        mm = pc.min_max(matches.column(time))
+        out["time_span"] = [mm["min"].as_py(), mm["max"].as_py()]
     return out
 
 
@@ -95,52 +116,196 @@ def _num(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def _duration(seconds: float) -> str:
+    """A span in words: ``850 ms``, ``12.5 s``, ``33.3 min``, ``5.2 h``, ``3.1 days``."""
+    s = abs(seconds)
+    if s < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if s < 120:
+        return f"{seconds:.1f} s"
+    if s < 7200:
+        return f"{seconds / 60:.1f} min"
+    if s < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def format_time_span(lo: Any, hi: Any, time: str, unit: str | None = "ms") -> str:
+    """The time span of the matched events in words. Integer times later than 1980 (in
+    ``unit``) read as UTC dates, smaller ones as times since the data's zero."""
+    import datetime as dt
+
+    if isinstance(lo, dt.datetime):
+        return f"{lo.isoformat(sep=' ')} to {hi.isoformat(sep=' ')} ({_duration((hi - lo).total_seconds())})"
+    if not isinstance(lo, (int, float)) or unit not in _PER_SECOND:
+        return f"{time} {lo} to {hi}"
+    per = _PER_SECOND[unit]
+    span = _duration((hi - lo) / per)
+    if lo / per > 3.15e8:
+        a = dt.datetime.fromtimestamp(lo / per, dt.timezone.utc).replace(tzinfo=None)
+        b = dt.datetime.fromtimestamp(hi / per, dt.timezone.utc).replace(tzinfo=None)
+        return f"{a.isoformat(sep=' ', timespec='milliseconds')} to {b.isoformat(sep=' ', timespec='milliseconds')}" \
+               f" UTC ({span})"
+    return f"{time} {_fmt(lo) if isinstance(lo, float) else _num(lo)} to " \
+           f"{_fmt(hi) if isinstance(hi, float) else _num(hi)} {unit} ({span})"
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """The printed form of a scan summary (as :func:`run_scan` returns it)."""
     lines = [f"colcep scan: pattern {s['pattern']}" + (f" ({s['description']})" if s.get("description") else "")]
     lines.append(f"  input     {s['input']}: {_num(s['rows'])} rows")
     lines.append(f"  engine    {s['engine']}")
     m = s["result"]
+    key = s.get("key")
     to = f", {_num(m['timed_out'])} timed out" if m.get("timed_out") is not None else ""
-    lines.append(f"  matches   {_num(m['matches'])} matches, {_num(m['matched_events'])} matched events{to}"
-                 f" -> {s['out']}")
+    keys = f" in {_num(m['keys_with_matches'])} key{'s' if m['keys_with_matches'] != 1 else ''} ({key})" \
+        if m.get("keys_with_matches") is not None else ""
+    lines.append(f"  found     {_num(m['matches'])} matches ({_num(m['matched_events'])} matched events){keys}{to}")
     if m["events_per_stage"]:
-        lines.append("  by stage  " + " | ".join(f"{k} {_num(v)}" for k, v in m["events_per_stage"].items()))
+        per = m.get("matches_per_stage", {})
+        parts = []
+        for st, ev in m["events_per_stage"].items():
+            nm = per.get(st)
+            if nm is None or nm == ev:
+                parts.append(f"{st} {_num(ev)}")
+            else:
+                parts.append(f"{st} {_num(ev)} in {_num(nm)} matches ({ev / max(nm, 1):.2f} each)")
+        lines.append("  by stage  " + " | ".join(parts) + "  (matched events per stage)")
     if m.get("top_keys"):
         lines.append("  top keys  " + " | ".join(f"{k} {_num(v)}" for k, v in m["top_keys"].items())
-                     + f"  ({_num(m['keys_with_matches'])} keys with matches)")
+                     + "  (matches per key)")
+    if m.get("time_span"):
+        lines.append("  when      " + format_time_span(*m["time_span"], s.get("time", "ts"), s.get("time_unit")))
+    lines.append(f"  output    {s['out']}/ (Parquet, one row per matched event: "
+                 f"{', '.join(s.get('columns') or [])}; summary in _summary.json)")
+    if s.get("picture"):
+        lines.append(f"  picture   {s['picture']}")
     t = s["seconds"]
     parts = [f"Spark start {t['session']:.1f} s"] if t.get("session") else []
     parts.append(f"kernels {t.get('kernels', 0.0):.1f} s" + (" (compiled; cached for the next run)"
                                                             if t.get("kernels", 0.0) > 10 else ""))
     parts.append(f"scan {t['scan']:.1f} s")
+    if t.get("picture"):
+        parts.append(f"picture {t['picture']:.1f} s")
     lines.append(f"  time      {t['total']:.1f} s = {' + '.join(parts)}; {_num(s['rows_per_second'])} rows/s "
                  "over the scan")
+    if s.get("hint"):
+        lines.append(f"  hint      {s['hint']}")
     return "\n".join(lines)
 
 
-class _Progress:
-    """A one-line progress meter on stderr, redrawn at most every ``interval`` seconds."""
+# ============================================================================ talking while working
+class Reporter:
+    """What a long command is doing, on stderr: ``step`` lines (``[ 12.3 s] starting local
+    Spark ...``) and a progress ``meter``, redrawn in place on a terminal (at most twice a
+    second) and written as a line every ``log_interval`` seconds otherwise (logs, CI).
+    ``quiet`` silences both; ``meter=False`` keeps the steps only."""
 
-    def __init__(self, enabled: bool, total: int, interval: float = 0.5):
-        self.enabled, self.total, self.interval = enabled, total, interval
-        self.t0 = self.last = time.perf_counter()
+    def __init__(self, quiet: bool = False, meter: bool = True, stream=None, log_interval: float = 10.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.quiet, self.meter_on = quiet, meter and not quiet
+        self.interval = 0.5 if self.tty else log_interval
+        self.t0 = time.perf_counter()
+        self._last = -1e9
+        self._width = 0
+        self._lock = threading.Lock()
 
-    def update(self, done: int, matches: int) -> None:
-        now = time.perf_counter()
-        if not self.enabled or now - self.last < self.interval:
+    def _stamp(self) -> str:
+        return f"[{time.perf_counter() - self.t0:6.1f} s]"
+
+    def _clear(self) -> None:
+        if self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+
+    def step(self, msg: str) -> None:
+        if self.quiet:
             return
-        self.last = now
-        rate = done / max(now - self.t0, 1e-9)
-        pct = f"{100.0 * done / self.total:5.1f}% " if self.total else ""
-        sys.stderr.write(f"\r  matching: {pct}{_num(done)}/{_num(self.total)} rows, {_num(rate)} rows/s, "
-                         f"{_num(matches)} matches   ")
-        sys.stderr.flush()
+        with self._lock:
+            self._clear()
+            self.stream.write(f"{self._stamp()} {msg}\n")
+            self.stream.flush()
+            self._last = time.perf_counter()
 
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+    def meter(self, msg: str, force: bool = False) -> None:
+        if not self.meter_on:
+            return
+        with self._lock:
+            now = time.perf_counter()
+            if not force and now - self._last < self.interval:
+                return
+            self._last = now
+            if self.tty:
+                line = f"{self._stamp()}   {msg}"
+                self.stream.write("\r" + line.ljust(self._width))
+                self._width = len(line)
+            else:
+                self.stream.write(f"{self._stamp()}   {msg}\n")
+            self.stream.flush()
+
+    def done(self) -> None:
+        with self._lock:
+            self._clear()
+            self.stream.flush()
+
+    @contextlib.contextmanager
+    def ticking(self, what: str, expected: float | None = None) -> Iterator[None]:
+        """Meter ``what: 12 s (of ~2 min)`` while the block runs (a background thread)."""
+        stop = threading.Event()
+        t0 = time.perf_counter()
+
+        def tick():
+            while not stop.wait(0.5):
+                el = time.perf_counter() - t0
+                of = f" of ~{_duration(expected)}" if expected else ""
+                self.meter(f"{what}: {el:.0f} s{of} ...")
+
+        th = threading.Thread(target=tick, daemon=True)
+        if self.meter_on:
+            th.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if th.is_alive():
+                th.join()
+            self.done()
+
+
+def kernels_cold() -> bool | None:
+    """Whether the Numba kernels will compile (no valid on-disk cache for the step kernel on
+    this machine) rather than load; None when that cannot be told."""
+    try:
+        from colcep.kernels import nfa
+
+        cache = getattr(getattr(nfa.run_batch, "_cache", None), "_cache_file", None)  # numba's on-disk index
+        load = getattr(cache, "_load_index", None)
+        if load is None:
+            return None
+        return not bool(load())
+    except Exception:  # noqa: BLE001 - a guess for a progress message, never a failure
+        return None
+
+
+def _with_kernels(rep: Reporter, build: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``build`` (which validates the pattern and loads or compiles the kernels), saying
+    which of the two happens before it starts; returns its result and the seconds taken."""
+    cold = kernels_cold()
+    if cold:
+        rep.step(f"compiling kernels (first run on this machine, ~{COMPILE_SECONDS // 60} min; "
+                 "cached for the next runs) ...")
+    else:
+        rep.step("loading kernels ...")
+    t0 = time.perf_counter()
+    with rep.ticking("compiling kernels" if cold else "loading kernels", COMPILE_SECONDS if cold else None):
+        res = build()
+    secs = time.perf_counter() - t0
+    rep.step(f"kernels {'compiled' if cold else 'loaded'} in {secs:.1f} s")
+    return res, secs
 
 
 # ============================================================================ the scan
@@ -163,18 +328,22 @@ class ScanJob:
     partitions: int | None = None
     batch_rows: int | None = None
     cores: int | None = None
-    progress: bool = False
+    progress: bool = True
     top: int = 10
+    time_unit: str | None = None
+    overwrite: bool = False
+    quiet: bool = False
+    picture: bool = True
 
 
 def _input_format(paths: Sequence[str]) -> str:
     exts = set()
     for p in paths:
         pp = Path(p)
-        files = [f for f in pp.rglob("*") if f.is_file() and not f.name.startswith(("_", "."))] if pp.is_dir() \
-            else [pp]
         if not pp.exists():
             raise InputError(f"input {p!r} does not exist")
+        files = [f for f in pp.rglob("*") if f.is_file() and not f.name.startswith(("_", "."))] if pp.is_dir() \
+            else [pp]
         exts |= {f.suffix.lower() for f in files}
     if exts <= {".csv"} and exts:
         return "csv"
@@ -191,19 +360,40 @@ def _arrow_dataset(paths: Sequence[str], fmt: str):
                       partitioning="hive" if fmt == "parquet" else None)
 
 
-def _prepare_out(out: str) -> Path:
-    """Refuse to replace a folder that is not an earlier scan's output."""
+def _partial_name(p: Path) -> str:
+    return f".{p.name}.partial-"
+
+
+def _prepare_out(out: str, overwrite: bool = False) -> tuple[Path, Path]:
+    """The final output folder and the hidden folder beside it the scan writes to. Refuses to
+    replace a folder that is not an earlier scan's output unless ``overwrite``; removes what
+    interrupted earlier scans left behind."""
     p = Path(out)
     if p.is_file():
         raise InputError(f"--out {out!r} is a file; give a folder for the matches")
-    if p.is_dir():
+    if p.is_dir() and not overwrite:
         foreign = [f.name for f in p.iterdir()
                    if not (f.name.startswith(("part-", "_", ".")) and (f.is_file()))]
         if foreign:
-            raise InputError(f"--out {out!r} holds other files ({foreign[:3]}); choose an empty or new folder")
-        shutil.rmtree(p)
+            raise InputError(f"--out {out!r} holds other files ({foreign[:3]}); choose an empty or new folder, or "
+                             "add --overwrite to replace it")
     p.parent.mkdir(parents=True, exist_ok=True)
-    return p
+    for stale in p.parent.glob(_partial_name(p) + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = p.parent / f"{_partial_name(p)}{os.getpid()}"
+    return p, tmp
+
+
+def _commit_out(tmp: Path, final: Path) -> None:
+    """Put the finished output in place: the old folder is moved aside, the new one renamed
+    in, the old one removed."""
+    old = None
+    if final.exists():
+        old = final.parent / f"{_partial_name(final)}old-{os.getpid()}"
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _default_seq(schema: pa.Schema, job: ScanJob) -> str | None:
@@ -216,69 +406,139 @@ def _default_seq(schema: pa.Schema, job: ScanJob) -> str | None:
     return None
 
 
-def run_scan(job: ScanJob) -> dict[str, Any]:
-    """Run a scan, write the matches and ``_summary.json`` to ``job.out``; returns the summary."""
+def _spec_and_kernels(job: ScanJob, data, seq: str | None):
+    """Validate the job against the input's schema and get the kernels ready: ``arrow_spec``
+    loads (or compiles) the step kernel, then a few thousand input rows run through a
+    throw-away stream so that every kernel a scan calls is compiled here, in the step that
+    says so, and not in the middle of the scan."""
+    from colcep.spark import ROW_COL, KeyedStream, arrow_spec
+
+    spec = arrow_spec(data.schema, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
+                      **_spec_kwargs(job))
+    try:
+        sample = data.head(4096, columns=[c for c in spec.in_schema.names if c != ROW_COL])
+        if seq is None:
+            sample = sample.append_column(ROW_COL, pa.array(np.arange(sample.num_rows, dtype=np.int64)))
+        sample = sample.drop_null()
+        sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
+        stream = KeyedStream(spec)
+        stream.feed(sample.take(pc.sort_indices(sample, sort_keys=sort)))
+        stream.finish()
+    except ColcepError:
+        pass  # the scan itself reports what is wrong with the input, with the row
+    return spec
+
+
+def _spec_kwargs(job: ScanJob) -> dict[str, Any]:
+    return {"time_unit": job.time_unit} if job.time_unit else {}
+
+
+def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
+    """Run a scan, write the matches and ``_summary.json`` to ``job.out`` (and the picture
+    beside it); returns the summary. Progress goes to ``rep`` (default: stderr)."""
+    import pyarrow.dataset as ds
+
+    rep = rep or Reporter(quiet=job.quiet, meter=job.progress)
     t_start = time.perf_counter()
     fmt = _input_format(job.inputs)
     data = _arrow_dataset(job.inputs, fmt)
     schema = data.schema
     seq = _default_seq(schema, job)
-    out_dir = _prepare_out(job.out)
-    if job.in_process:
-        rows, engine, secs = _scan_in_process(job, data, seq, out_dir)
-    else:
-        rows, engine, secs = _scan_spark(job, fmt, data, seq, out_dir)
-    import pyarrow.dataset as ds
-
-    wanted = [c for c in ("match_id", job.key, "stage", "timed_out") if c is not None]
-    res = ds.dataset(str(out_dir), format="parquet")
-    result = summarize(res.to_table(columns=[c for c in wanted if c in res.schema.names]), job.key, job.top)
+    if job.columns and job.time in schema.names and job.time not in job.columns:
+        job.columns = [job.time, *job.columns]  # every matched event's time: the summary's span, the picture
+    final, tmp = _prepare_out(job.out, job.overwrite)
+    try:
+        if job.in_process:
+            rows, engine, secs, hint = _scan_in_process(job, data, seq, tmp, rep)
+        else:
+            rows, engine, secs, hint = _scan_spark(job, fmt, data, seq, tmp, rep)
+        res = ds.dataset(str(tmp), format="parquet")
+        wanted = [c for c in ("match_id", job.key, "stage", "timed_out", job.time) if c is not None]
+        result = summarize(res.to_table(columns=[c for c in wanted if c in res.schema.names]), job.key, job.top,
+                           job.time)
+        summary = {
+            "pattern": job.pattern_name, "description": job.description,
+            "input": ", ".join(job.inputs), "rows": rows, "engine": engine, "out": str(final),
+            "key": job.key, "time": job.time, "time_unit": job.time_unit or "ms", "seq": seq,
+            "columns": list(res.schema.names), "result": result, "seconds": secs,
+            "rows_per_second": rows / max(secs["scan"], 1e-9), "picture": None, "hint": hint,
+        }
+        (tmp / "_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        _commit_out(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    rep.step(f"wrote {_num(result['matched_events'])} matched events to {final}/")
+    if job.picture:
+        t_pic = time.perf_counter()
+        summary["picture"] = _draw_picture(final, rep)
+        secs["picture"] = time.perf_counter() - t_pic
     secs["total"] = time.perf_counter() - t_start
-    summary = {
-        "pattern": job.pattern_name, "description": job.description,
-        "input": ", ".join(job.inputs), "rows": rows, "engine": engine, "out": str(out_dir),
-        "key": job.key, "time": job.time, "seq": seq, "result": result, "seconds": secs,
-        "rows_per_second": rows / max(secs["scan"], 1e-9),
-    }
-    (out_dir / "_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (final / "_summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
 
-def _scan_in_process(job: ScanJob, data, seq: str | None, out_dir: Path) -> tuple[int, str, dict]:
+def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
+    """``<out>.png`` beside the output, or None (matplotlib missing / nothing to draw)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        rep.step("no picture: matplotlib is not installed (pip install 'colcep[plot]')")
+        return None
+    from colcep.plot import plot_scan, scan_picture_path
+
+    png = scan_picture_path(out_dir)
+    rep.step(f"drawing the matches -> {png} ...")
+    try:
+        plot_scan(out_dir, out=png)
+    except Exception as exc:  # noqa: BLE001 - the scan's output stands without its picture
+        rep.step(f"no picture: {type(exc).__name__}: {exc}")
+        return None
+    return str(png)
+
+
+def _scan_in_process(job: ScanJob, data, seq: str | None, out_dir: Path,
+                     rep: Reporter) -> tuple[int, str, dict, str | None]:
     import pyarrow.parquet as pq
 
-    from colcep.spark import DEFAULT_BATCH_ROWS, ROW_COL, KeyedStream, arrow_spec
+    from colcep.spark import DEFAULT_BATCH_ROWS, ROW_COL, KeyedStream
 
-    t_k = time.perf_counter()
-    spec = arrow_spec(data.schema, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts)
+    spec, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
     t0 = time.perf_counter()
     need = [c for c in spec.in_schema.names if c != ROW_COL]
+    rep.step(f"reading {', '.join(job.inputs)} ...")
     tbl = data.to_table(columns=need)
     n = tbl.num_rows
     if seq is None:
         tbl = tbl.append_column(ROW_COL, pa.array(np.arange(n, dtype=np.int64)))
     _check_no_nulls(tbl, {c: r for r, c in (("key", job.key), ("time", job.time), ("seq", seq)) if c})
     sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
+    rep.step(f"sorting {_num(n)} rows by {', '.join(c for c, _ in sort)} ...")
     tbl = tbl.take(pc.sort_indices(tbl, sort_keys=sort))
     stream = KeyedStream(spec)
-    bar = _Progress(job.progress, n)
     step = int(job.batch_rows or DEFAULT_BATCH_ROWS)
-    writer = None
-    out_file = out_dir / "part-00000.parquet"
     out_dir.mkdir(parents=True, exist_ok=True)
-    writer = pq.ParquetWriter(out_file, spec.out_schema)
+    rep.step(f"matching {_num(n)} rows in this process, writing the matches as they are found ...")
+    t_scan = time.perf_counter()
+    writer = pq.ParquetWriter(out_dir / "part-00000.parquet", spec.out_schema)
     try:
         for off in range(0, max(n, 1), step):
             for t in stream.feed(tbl.slice(off, step)):
                 writer.write_table(t)
-            bar.update(min(off + step, n), stream.matches)
+            done = min(off + step, n)
+            el = time.perf_counter() - t_scan
+            rep.meter(f"matching: {100.0 * done / max(n, 1):5.1f}% {_num(done)}/{_num(n)} rows, "
+                      f"{_num(done / max(el, 1e-9))} rows/s, {_num(stream.matches)} matches so far")
         for t in stream.finish():
             writer.write_table(t)
     finally:
         writer.close()
-        bar.close()
-    return n, f"in-process (Arrow batches of {_num(step)} rows)", {"kernels": t0 - t_k,
-                                                                  "scan": time.perf_counter() - t0}
+        rep.done()
+    el = time.perf_counter() - t_scan
+    rep.step(f"matched {_num(n)} rows in {el:.1f} s ({_num(n / max(el, 1e-9))} rows/s): "
+             f"{_num(stream.matches)} matches")
+    return n, f"in-process (Arrow batches of {_num(step)} rows)", {"kernels": t_kernels,
+                                                                  "scan": time.perf_counter() - t0}, None
 
 
 def _check_no_nulls(tbl: pa.Table, roles: dict[str, str]) -> None:
@@ -288,7 +548,7 @@ def _check_no_nulls(tbl: pa.Table, roles: dict[str, str]) -> None:
             raise InputError(f"{role} column {c!r} has {nulls} nulls; drop or fill them before matching")
 
 
-def _spark_session(job: ScanJob):
+def _spark_session(job: ScanJob, rep: Reporter):
     """The session to use and whether this scan owns it (and stops it at the end)."""
     from pyspark.sql import SparkSession
 
@@ -296,26 +556,93 @@ def _spark_session(job: ScanJob):
 
     active = SparkSession.getActiveSession()
     if active is not None:
+        rep.step(f"using the active Spark session ({active.sparkContext.master})")
         return active, False
     if os.environ.get("PYSPARK_GATEWAY_PORT"):  # launched by spark-submit: use its configuration
+        rep.step("joining the spark-submit session ...")
         return SparkSession.builder.appName("colcep scan").getOrCreate(), True
-    if job.progress:
-        sys.stderr.write("  starting local Spark ...\n")
-    return local_session(job.cores, progress=job.progress, app_name="colcep scan"), True
+    n = int(job.cores or os.cpu_count() or 1)
+    rep.step(f"starting local Spark (local[{n}]; the JVM takes a few seconds) ...")
+    with rep.ticking("starting local Spark"):
+        s = local_session(job.cores, progress=False, app_name="colcep scan")
+    return s, True
 
 
-def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path) -> tuple[int, str, dict]:
-    from colcep.spark import ScanMetrics, arrow_spec, match, match_parquet
+def in_process_hint(master: str, owned: bool, rows: int | None, session_seconds: float) -> str | None:
+    """The advice printed after a scan on a local Spark session this command started, when the
+    input is small enough for one process (``rows`` None: unknown, e.g. CSV)."""
+    if not owned or not master.startswith("local") or (rows is not None and rows > IN_PROCESS_HINT_ROWS):
+        return None
+    size = f"{_num(rows)} rows" if rows is not None else "this input"
+    return (f"{size} fit on one machine: --in-process skips Spark (it took {session_seconds:.0f} s to start here, "
+            "and each job adds its own overhead) and is usually several times faster at this size")
 
-    t_k = time.perf_counter()  # validate and load (or compile) the kernels on the driver, timed apart
-    arrow_spec(data.schema, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts)
-    t_kernels = time.perf_counter() - t_k
+
+def _count_rows(data, fmt: str) -> int | None:
+    """Input rows from Parquet metadata (None for CSV: counting would read it all)."""
+    if fmt != "parquet":
+        return None
+    try:
+        return int(data.count_rows())
+    except Exception:  # noqa: BLE001 - only for the progress meter
+        return None
+
+
+class _SparkWatch:
+    """Polls Spark's status tracker and the scan's accumulators while a job runs, for the meter."""
+
+    def __init__(self, spark, metrics, total: int | None, rep: Reporter):
+        self.sc, self.metrics, self.total, self.rep = spark.sparkContext, metrics, total, rep
+        self.stop = threading.Event()
+        self.t0 = time.perf_counter()
+        self.th = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        if self.rep.meter_on:
+            self.th.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.th.is_alive():
+            self.th.join()
+        self.rep.done()
+
+    def _run(self):
+        tracker = self.sc.statusTracker()
+        while not self.stop.wait(0.5):
+            try:
+                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                stages = [s for s in stages if s is not None]
+                rows, matches = int(self.metrics.rows), int(self.metrics.matches)
+            except Exception:  # noqa: BLE001 - the meter is best effort
+                continue
+            el = time.perf_counter() - self.t0
+            tasks = ", ".join(f"stage {s.stageId}: {s.numCompletedTasks}/{s.numTasks} tasks done, "
+                              f"{s.numActiveTasks} running" for s in stages) or "between stages"
+            of = f"/{_num(self.total)}" if self.total else ""
+            pct = f"{100.0 * rows / self.total:5.1f}% " if self.total else ""
+            self.rep.meter(f"Spark {tasks}; matched {pct}{_num(rows)}{of} rows, {_num(rows / max(el, 1e-9))} rows/s, "
+                           f"{_num(matches)} matches so far")
+
+
+def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
+                rep: Reporter) -> tuple[int, str, dict, str | None]:
+    from colcep.spark import ScanMetrics, match, match_parquet
+
+    # validate, and load (or compile) the kernels on the driver, timed apart: the workers then load them
+    _, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
+    total = _count_rows(data, fmt)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning)
-        spark, owned = _spark_session(job)
+        spark, owned = _spark_session(job, rep)
     t_session = time.perf_counter() - t0
+    if owned:
+        rep.step(f"Spark started in {t_session:.1f} s")
     try:
+        master = spark.sparkContext.master
+        hint = in_process_hint(master, owned, total, t_session)
         if job.batch_rows:
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(int(job.batch_rows)))
         parts = job.partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -324,9 +651,10 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path) ->
         if job.direct:
             if fmt != "parquet" or len(job.inputs) != 1:
                 raise InputError("--direct reads one Parquet folder laid out by key (Hive partitions or files)")
+            rep.step("planning the file groups (Parquet laid out by key) ...")
             out = match_parquet(job.inputs[0], job.pattern, job.key, job.time, job.columns, spark=spark, seq=seq,
                                 timeouts=job.timeouts, num_partitions=parts, metrics=metrics,
-                                batch_rows=job.batch_rows or 500_000)
+                                batch_rows=job.batch_rows or 500_000, **_spec_kwargs(job))
             how = "Parquet read by the executors with pyarrow"
         else:
             reader = spark.read
@@ -338,12 +666,19 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path) ->
                 df = reader.csv([str(p) for p in job.inputs])
             else:
                 df = reader.parquet(*[str(p) for p in job.inputs])
-            out = match(df, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
-                        num_partitions=parts, metrics=metrics)
+            rep.step("checking the key and time columns for nulls (a Spark job) ...")
+            with _SparkWatch(spark, metrics, None, rep):
+                out = match(df, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
+                            num_partitions=parts, metrics=metrics, **_spec_kwargs(job))
             how = "mapInArrow"
-        out.write.mode("overwrite").parquet(str(out_dir))
+        rep.step(f"matching {_num(total) + ' rows' if total else 'the input'} on Spark {master} "
+                 f"({parts} partitions) and writing the matches ...")
+        with _SparkWatch(spark, metrics, total, rep):
+            out.write.mode("overwrite").parquet(str(out_dir))
         t_scan = time.perf_counter() - t1
         rows = int(metrics.rows)
+        rep.step(f"matched {_num(rows)} rows in {t_scan:.1f} s ({_num(rows / max(t_scan, 1e-9))} rows/s): "
+                 f"{_num(metrics.matches)} matches")
         sc = spark.sparkContext
         batch = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
         engine = (f"Spark {sc.master} ({how}, {parts} partitions, Arrow batches of {_num(int(batch))} rows; "
@@ -351,8 +686,9 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path) ->
                   f"{metrics.warm_seconds:.1f} s)")
     finally:
         if owned:
+            rep.step("stopping Spark ...")
             spark.stop()
-    return rows, engine, {"session": t_session, "kernels": t_kernels, "scan": t_scan}
+    return rows, engine, {"session": t_session, "kernels": t_kernels, "scan": t_scan}, hint
 
 
 # ============================================================================ argument parsing
@@ -377,80 +713,137 @@ def _load_pattern(spec: str) -> tuple[Pattern, str, dict[str, Any]]:
     return ex.pattern, ex.description, {"key": ex.key, "time": ex.time, "columns": list(ex.columns)}
 
 
+def _tick_options(g, default_events: int | None) -> None:
+    """The synthetic-tick options, spelled the same in ``scan`` and ``generate``."""
+    if default_events is None:
+        g.add_argument("--events", type=int, metavar="N", help="instead of input paths: generate N synthetic ticks "
+                                                               "(id, name, ts in ms, price, volume) and scan them")
+        g.add_argument("--generate", type=int, dest="events", metavar="N", help=argparse.SUPPRESS)  # old spelling
+    else:
+        g.add_argument("--events", type=int, default=default_events, metavar="N",
+                       help=f"number of ticks (default {default_events:,})")
+    g.add_argument("--symbols", type=int, default=100, metavar="K",
+                   help="number of symbols, the key column 'name' (default 100)")
+    g.add_argument("--seed", type=int, default=7, help="random seed; the same seed gives the same ticks (default 7)")
+    g.add_argument("--by-key", action="store_true", help="write the ticks as Hive partitions per symbol "
+                                                         "(a folder name=S0000/...), the layout --direct reads")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="colcep", description="Complex event processing on columnar data.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{scan,plot,generate,patterns}")
     s = sub.add_parser("scan", help="find a pattern in Parquet / CSV data and write the matches",
                        description="Find a pattern in Parquet / CSV data (on local Spark by default) and write the "
-                                   "matches as Parquet with a summary.")
+                                   "matches as Parquet with a summary and a picture.")
     s.add_argument("inputs", nargs="*", help="Parquet or CSV files or folders")
     s.add_argument("--pattern", required=True, help="a built-in name (see `colcep patterns`) or a .py file "
                                                     "defining `pattern`")
-    s.add_argument("--out", required=True, help="output folder for the matches (Parquet)")
-    g = s.add_argument_group("synthetic data")
-    g.add_argument("--generate", type=int, metavar="N", help="generate N synthetic ticks first and scan them")
-    g.add_argument("--symbols", type=int, default=100, help="symbols of the generated ticks (default 100)")
-    g.add_argument("--seed", type=int, default=7, help="seed of the generated ticks (default 7)")
+    s.add_argument("--out", required=True, help="output folder for the matches (Parquet); the picture goes "
+                                                "beside it as <out>.png")
+    s.add_argument("--overwrite", action="store_true", help="replace --out even when it holds files that are not "
+                                                            "an earlier scan's output")
+    g = s.add_argument_group("synthetic data (instead of input paths)")
+    _tick_options(g, None)
     g.add_argument("--data", help="where to write the generated ticks (default: beside --out, "
                                   "ticks_<N>x<symbols>_seed<seed>.parquet; reused if present)")
-    g.add_argument("--by-key", action="store_true", help="write the generated ticks as Hive partitions per symbol")
     c = s.add_argument_group("columns")
     c.add_argument("--key", help="partition column (default: the pattern's, else 'name'); '' for none")
     c.add_argument("--time", help="event-time column (default: the pattern's, else 'ts')")
+    c.add_argument("--time-unit", choices=["s", "ms", "us", "ns"],
+                   help="unit of an integer time column, for windows given as strings like '30s' (default: ms)")
     c.add_argument("--seq", help="integer tie-breaker / row identity column (default: 'id' when the input has "
                                  "one); '' for none")
-    c.add_argument("--columns", help="comma-separated columns copied into the matches (default: the pattern's)")
+    c.add_argument("--columns", help="comma-separated columns copied into the matches (default: the pattern's; "
+                                     "the time column is always included)")
     c.add_argument("--timeouts", action="store_true", help="also write timed-out partial matches")
     e = s.add_argument_group("engine")
-    e.add_argument("--in-process", action="store_true", help="run in this process instead of Spark")
+    e.add_argument("--in-process", action="store_true", help="run in this process instead of Spark (faster for "
+                                                             "inputs that fit in memory on one machine)")
     e.add_argument("--direct", action="store_true", help="Parquet laid out by key: executors read the files "
                                                          "with pyarrow (no JVM conversion)")
     e.add_argument("--cores", type=int, help="cores of the local Spark session (default: all)")
     e.add_argument("--partitions", type=int, help="Spark partitions (default: the session's shuffle partitions)")
-    e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows")
+    e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows (default 500,000)")
     o = s.add_argument_group("output")
-    o.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="show progress on stderr (default: only on a terminal)")
-    o.add_argument("--no-progress", dest="progress", action="store_false")
+    o.add_argument("--no-progress", dest="progress", action="store_false", default=True,
+                   help="no progress meter (the step lines stay; the meter is redrawn on a terminal and written "
+                        "every 10 s otherwise)")
+    o.add_argument("--progress", dest="progress", action="store_true", help=argparse.SUPPRESS)  # the default now
+    o.add_argument("-q", "--quiet", action="store_true", help="print only the summary (no steps or progress on "
+                                                             "stderr)")
+    o.add_argument("--no-plot", dest="plot", action="store_false", default=True,
+                   help="do not draw <out>.png")
     o.add_argument("--top", type=int, default=10, help="keys listed in the summary (default 10)")
     o.add_argument("--show", type=int, default=0, metavar="K", help="also print the first K matches")
     o.add_argument("--json", action="store_true", help="print the summary as JSON")
-    gen = sub.add_parser("generate", help="write synthetic ticks (Parquet or CSV by suffix)")
-    gen.add_argument("--events", type=int, default=1_000_000)
-    gen.add_argument("--symbols", type=int, default=100)
-    gen.add_argument("--seed", type=int, default=7)
-    gen.add_argument("--by-key", action="store_true", help="Hive partitions per symbol (a folder)")
-    gen.add_argument("--out", required=True)
-    sub.add_parser("patterns", help="list the built-in patterns")
+
+    pl = sub.add_parser("plot", help="draw a scan's matches as PNG (overview, or one key's price with its matches)",
+                        description="Draw the matches of a `colcep scan` output folder as PNG. Without --key: "
+                                    "matches over time and the top keys, above the top key's price with its "
+                                    "first matches marked. With --key: that key's column over time with each "
+                                    "match's events marked by stage.")
+    pl.add_argument("matches", help="a `colcep scan` output folder (its _summary.json names the input)")
+    pl.add_argument("--key", dest="key_value", metavar="VALUE", help="the key to draw, e.g. S0008 (default: "
+                                                                     "the overview)")
+    pl.add_argument("--column", default="price", help="the column drawn over time (default price)")
+    pl.add_argument("--data", help="the scanned input, if it moved since the scan (Parquet or CSV)")
+    pl.add_argument("--first", type=int, metavar="M", help="zoom to the time range of the key's first M matches "
+                                                          "(default: all with --key, 12 in the overview)")
+    pl.add_argument("--out", help="the PNG to write (default: <matches>.png, or <matches>_<key>.png with --key)")
+
+    gen = sub.add_parser("generate", help="write synthetic ticks (Parquet or CSV by suffix)",
+                         description="Write synthetic ticks: id, name (the symbol), ts (ms), price (a random walk "
+                                     "per symbol), volume.")
+    _tick_options(gen, 1_000_000)
+    gen.add_argument("--out", required=True, help="the file to write: .parquet or .csv (a folder with --by-key)")
+    sub.add_parser("patterns", help="list the built-in patterns", description="List the built-in patterns.")
     return ap
 
 
-def _cmd_scan(a: argparse.Namespace) -> int:
+def _write_ticks_atomic(path: Path, events: int, symbols: int, seed: int, by_key: bool) -> Path:
+    """``write_ticks`` to a hidden name beside ``path``, renamed at the end (an interrupted
+    run leaves no half file that a later scan would reuse)."""
     from colcep.ticks import write_ticks
 
+    tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
+    try:
+        write_ticks(tmp, events, symbols, seed, partition_by_key=by_key)
+        if by_key and path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+    return path
+
+
+def _cmd_scan(a: argparse.Namespace) -> int:
     pattern, desc, defaults = _load_pattern(a.pattern)
     inputs = list(a.inputs)
-    progress = sys.stderr.isatty() if a.progress is None else a.progress
-    if a.generate is not None:
+    rep = Reporter(quiet=a.quiet, meter=a.progress)
+    if a.events is not None:
         if inputs:
-            raise InputError("give either input paths or --generate, not both")
+            raise InputError("give either input paths or --events N (synthetic ticks), not both")
         suffix = "" if a.by_key else ".parquet"
         data = Path(a.data) if a.data else \
-            Path(a.out).resolve().parent / f"ticks_{a.generate}x{a.symbols}_seed{a.seed}{suffix}"
-        if not data.exists():
-            if progress:
-                sys.stderr.write(f"  generating {_num(a.generate)} ticks over {a.symbols} symbols -> {data}\n")
-            write_ticks(data, a.generate, a.symbols, a.seed, partition_by_key=a.by_key)
+            Path(a.out).resolve().parent / f"ticks_{a.events}x{a.symbols}_seed{a.seed}{suffix}"
+        if data.exists():
+            rep.step(f"reusing the ticks in {data}")
+        else:
+            rep.step(f"generating {_num(a.events)} ticks over {a.symbols} symbols -> {data} ...")
+            with rep.ticking("generating ticks"):
+                _write_ticks_atomic(data, a.events, a.symbols, a.seed, a.by_key)
         inputs = [str(data)]
     if not inputs:
-        raise InputError("give input files or folders, or --generate N")
+        raise InputError("give input files or folders, or --events N to scan synthetic ticks")
     key = defaults.get("key", "name") if a.key is None else (a.key or None)
     columns = defaults.get("columns") if a.columns is None else [c for c in a.columns.split(",") if c]
     job = ScanJob(inputs=inputs, pattern=pattern, pattern_name=a.pattern, out=a.out, key=key,
                   time=a.time or defaults.get("time", "ts"), seq=a.seq if a.seq is not None else defaults.get("seq"),
                   columns=columns, description=desc, timeouts=a.timeouts, in_process=a.in_process, direct=a.direct,
-                  partitions=a.partitions, batch_rows=a.batch_rows, cores=a.cores, progress=progress, top=a.top)
-    summary = run_scan(job)
+                  partitions=a.partitions, batch_rows=a.batch_rows, cores=a.cores, progress=a.progress, top=a.top,
+                  time_unit=a.time_unit, overwrite=a.overwrite, quiet=a.quiet, picture=a.plot)
+    summary = run_scan(job, rep)
     if a.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
@@ -463,11 +856,43 @@ def _cmd_scan(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_generate(a: argparse.Namespace) -> int:
-    from colcep.ticks import write_ticks
+def _cmd_plot(a: argparse.Namespace) -> int:
+    from colcep.plot import plot_key, plot_scan, scan_picture_path
 
+    folder = Path(a.matches)
+    if not folder.is_dir():
+        raise InputError(f"{a.matches!r} is not a folder of matches (the --out of `colcep scan`)")
+    summary_file = folder / "_summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    data = a.data or (summary.get("input") if summary.get("input") and Path(summary["input"]).exists() else None)
+    if a.key_value is None:
+        png = Path(a.out) if a.out else scan_picture_path(folder)
+        plot_scan(folder, column=a.column, max_matches=a.first if a.first is not None else 12, data=data, out=png)
+    else:
+        png = Path(a.out) if a.out else folder.with_name(f"{folder.name}_{a.key_value}.png")
+        key = summary.get("key", "name")
+        import pyarrow.dataset as ds
+
+        matches = ds.dataset(str(folder), format="parquet").to_table()
+        value: Any = a.key_value
+        if key in matches.column_names and pa.types.is_integer(matches.schema.field(key).type):
+            value = int(value)
+        if key in matches.column_names and not pc.any(pc.equal(matches.column(key), value)).as_py():
+            raise InputError(f"no matches for {key} = {a.key_value!r} in {a.matches}")
+        if data is None and a.column not in matches.column_names:
+            raise InputError(f"the matches have no {a.column!r} column and the input is not found: give --data")
+        plot_key(data, matches, value, key=key, time=summary.get("time", "ts"), column=a.column,
+                 time_unit=summary.get("time_unit") or "ms", seq=summary.get("seq"), max_matches=a.first,
+                 title=None, out=png)
+    print(f"wrote {png}")
+    return 0
+
+
+def _cmd_generate(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    p = write_ticks(a.out, a.events, a.symbols, a.seed, partition_by_key=a.by_key)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    p = _write_ticks_atomic(out, a.events, a.symbols, a.seed, a.by_key)
     print(f"wrote {_num(a.events)} ticks over {a.symbols} symbols to {p} in {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -480,13 +905,19 @@ def _cmd_patterns(a: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``colcep`` command; returns the exit status."""
+    """Entry point of the ``colcep`` command; returns the exit status (0 ok, 2 a usage or input
+    error, 130 interrupted)."""
     a = _parser().parse_args(argv)
     try:
-        return {"scan": _cmd_scan, "generate": _cmd_generate, "patterns": _cmd_patterns}[a.command](a)
+        return {"scan": _cmd_scan, "plot": _cmd_plot, "generate": _cmd_generate,
+                "patterns": _cmd_patterns}[a.command](a)
     except ColcepError as exc:
         print(f"colcep: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\ncolcep: interrupted; nothing was written to --out (partial output removed)"
+              if a.command == "scan" else "\ncolcep: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

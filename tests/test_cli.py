@@ -1,4 +1,7 @@
-"""``colcep scan`` / ``generate`` / ``patterns`` (in-process; the Spark runs are in test_spark.py)."""
+"""``colcep scan`` / ``plot`` / ``generate`` / ``patterns`` (in-process; the Spark runs are in test_spark.py).
+
+The pictures themselves are tested in test_plot.py."""
+import argparse
 import json
 from collections import Counter
 
@@ -27,7 +30,7 @@ def read_out(path) -> pa.Table:
 
 def test_scan_generated_in_process(tmp_path, capsys):
     out = tmp_path / "out" / "matches"
-    rc = main(["scan", "--generate", "20000", "--symbols", "20", "--pattern", "three_rising", "--in-process",
+    rc = main(["scan", "--events", "20000", "--symbols", "20", "--pattern", "three_rising", "--in-process",
                "--out", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
@@ -35,13 +38,27 @@ def test_scan_generated_in_process(tmp_path, capsys):
     assert (tmp_path / "out" / "ticks_20000x20_seed7.parquet").is_file()
     got = read_out(out)
     ex = get_example("three_rising")
-    want = colcep.match(make_ticks(20000, 20, 7), ex.pattern, key="name", time="ts", columns=["price"])
+    want = colcep.match(make_ticks(20000, 20, 7), ex.pattern, key="name", time="ts", columns=["ts", "price"])
     assert canon(got) == canon(want) and len(canon(want)) > 0
-    assert got.column_names == ["match_id", "name", "stage", "row", "price"]
+    # the time column is always in the output: the summary's time span and the picture use it
+    assert got.column_names == ["match_id", "name", "stage", "row", "ts", "price"]
     summary = json.loads((out / "_summary.json").read_text())
     assert summary["rows"] == 20000 and summary["seq"] == "id"
-    assert summary["result"] == json.loads(json.dumps(summarize(want, "name")))
+    assert summary["result"] == json.loads(json.dumps(summarize(want, "name", time="ts")))
     assert summary["result"]["matches"] == len(set(want.column("match_id").to_pylist()))
+    # the summary in words: what was found, per stage and key, when, and where it went
+    ts = want.column("ts").to_pylist()
+    n = summary["result"]["matches"]
+    assert f"found     {n:,} matches ({want.num_rows:,} matched events) in 20 keys (name)" in printed
+    assert f"when      ts {min(ts):,} to {max(ts):,} ms" in printed
+    top_key, top_n = next(iter(summary["result"]["top_keys"].items()))
+    assert f"top keys  {top_key} {top_n:,} |" in printed
+    assert f"output    {out}/ (Parquet" in printed
+    png = tmp_path / "out" / "matches.png"
+    assert f"picture   {png}" in printed and png.stat().st_size > 10_000 and summary["picture"] == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["matches", "matches.png",
+                                                                    "ticks_20000x20_seed7.parquet"]
 
 
 def test_scan_csv_with_pattern_file(tmp_path, capsys):
@@ -98,21 +115,193 @@ def test_scan_errors(tmp_path, capsys):
     (keep / "notes.txt").write_text("mine")
     assert main(["scan", str(data), "--pattern", "p1", "--in-process", "--out", str(keep)]) == 2
     assert "holds other files" in capsys.readouterr().err and (keep / "notes.txt").exists()
+    assert main(["scan", str(data), "--events", "10", "--pattern", "p1", "--in-process", "--out",
+                 str(tmp_path / "m")]) == 2
+    assert "either input paths or --events N" in capsys.readouterr().err
     assert main(["scan", str(tmp_path / "missing.parquet"), "--pattern", "p1", "--in-process",
                  "--out", str(tmp_path / "m")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
 def test_scan_progress_and_rerun(tmp_path, capsys):
-    args = ["scan", "--generate", "3000", "--symbols", "3", "--pattern", "p1", "--in-process", "--progress",
+    args = ["scan", "--events", "3000", "--symbols", "3", "--pattern", "p1", "--in-process",
             "--batch-rows", "500", "--out", str(tmp_path / "m")]
     assert main(args) == 0
     first = read_out(tmp_path / "m")
     err = capsys.readouterr().err
-    assert "generating 3,000 ticks" in err
+    # every step says what it does, in order, with the time since the start (stderr is a log here)
+    steps = ["generating 3,000 ticks", "kernels ...", "kernels compiled in" if "compiling" in err else
+             "kernels loaded in", "reading ", "sorting 3,000 rows by name, ts, id", "matching 3,000 rows",
+             "matched 3,000 rows in", "rows/s", "wrote ", "drawing the matches -> "]
+    pos = [err.find(s) for s in steps]
+    assert -1 not in pos and pos == sorted(pos), err
+    assert all(line.startswith("[") and " s] " in line for line in err.splitlines()), err
     assert main(args) == 0  # the generated data is reused, the earlier output replaced
-    assert "generating" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "generating" not in err and "reusing the ticks in" in err
     assert read_out(tmp_path / "m").equals(first)
+    assert main(args + ["--quiet"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and "colcep scan: pattern p1" in cap.out
+
+
+def test_old_option_spelling_still_works(tmp_path, capsys):
+    """``scan --generate N`` is the hidden old spelling of ``--events N``; ``--progress`` is accepted."""
+    assert main(["scan", "--generate", "2000", "--symbols", "2", "--pattern", "p1", "--in-process", "--progress",
+                 "--no-plot", "--out", str(tmp_path / "m")]) == 0
+    assert "2,000 rows" in capsys.readouterr().out and (tmp_path / "ticks_2000x2_seed7.parquet").is_file()
+    assert not (tmp_path / "m.png").exists()
+
+
+def test_every_option_has_help():
+    from colcep.cli import _parser
+
+    ap = _parser()
+    subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subs.choices) == {"scan", "plot", "generate", "patterns"}
+    for name, sp in subs.choices.items():
+        assert sp.description, name
+        for act in sp._actions:
+            if act.help == argparse.SUPPRESS:
+                continue
+            assert act.help and len(act.help) > 10, (name, act.option_strings or act.dest)
+    # the tick options are spelled the same in scan and generate
+    tick = {"--events", "--symbols", "--seed", "--by-key"}
+    for name in ("scan", "generate"):
+        opts = {o for a in subs.choices[name]._actions for o in a.option_strings}
+        assert tick <= opts, name
+    helps = {a.option_strings[0]: a.help for a in subs.choices["generate"]._actions if a.option_strings}
+    assert "number of ticks" in helps["--events"]
+    scan_help = subs.choices["scan"].format_help()
+    assert "--generate" not in scan_help and "--events N" in scan_help
+
+
+def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException):
+    from colcep import spark as cs
+
+    real = cs.KeyedStream.feed
+    calls = {"n": 0}
+
+    def feed(self, batch):
+        calls["n"] += 1
+        if calls["n"] > n_batches:
+            raise exc
+        return real(self, batch)
+
+    monkeypatch.setattr(cs.KeyedStream, "feed", feed)
+
+
+def _leftovers(folder):
+    return sorted(p.name for p in folder.iterdir() if ".partial-" in p.name)
+
+
+def test_interrupted_scan_leaves_nothing_and_keeps_the_earlier_output(tmp_path, capsys, monkeypatch):
+    data = write_ticks(tmp_path / "t.parquet", 6000, 3)
+    args = ["scan", str(data), "--pattern", "p1", "--in-process", "--batch-rows", "500", "--no-plot",
+            "--out", str(tmp_path / "m")]
+    # Ctrl-C in the middle of the first scan: no output folder, no hidden leftovers, exit status 130
+    with monkeypatch.context() as mp:
+        _interrupt_after(mp, 3, KeyboardInterrupt())
+        assert main(args) == 130
+    assert "interrupted; nothing was written to --out" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists() and _leftovers(tmp_path) == []
+    assert main(args) == 0  # the next run is not blocked
+    first = read_out(tmp_path / "m")
+    assert first.num_rows > 0
+    # a failure during a rerun keeps the earlier, complete output as it was
+    with monkeypatch.context() as mp:
+        _interrupt_after(mp, 2, RuntimeError("disk full"))
+        with pytest.raises(RuntimeError, match="disk full"):
+            main(args)
+    assert read_out(tmp_path / "m").equals(first) and _leftovers(tmp_path) == []
+    assert json.loads((tmp_path / "m" / "_summary.json").read_text())["rows"] == 6000
+
+
+def test_leftovers_of_a_killed_scan_do_not_block(tmp_path, capsys):
+    """A scan killed outright (no clean-up) leaves a hidden partial folder, e.g. with Spark's
+    _temporary inside: the next scan removes it and runs."""
+    data = write_ticks(tmp_path / "t.parquet", 2000, 2)
+    stale = tmp_path / ".m.partial-99999"
+    (stale / "_temporary" / "0").mkdir(parents=True)
+    (stale / "_temporary" / "0" / "part-00000.parquet").write_bytes(b"half")
+    assert main(["scan", str(data), "--pattern", "p1", "--in-process", "--no-plot", "--out",
+                 str(tmp_path / "m")]) == 0
+    assert not stale.exists() and read_out(tmp_path / "m").num_rows > 0
+
+
+def test_overwrite(tmp_path, capsys):
+    data = write_ticks(tmp_path / "t.parquet", 2000, 2)
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    args = ["scan", str(data), "--pattern", "p1", "--in-process", "--no-plot", "--out", str(keep)]
+    assert main(args) == 2
+    assert "add --overwrite to replace it" in capsys.readouterr().err and (keep / "notes.txt").exists()
+    assert main(args + ["--overwrite"]) == 0
+    assert not (keep / "notes.txt").exists() and read_out(keep).num_rows > 0
+
+
+def test_kernel_step_is_announced_before_it_runs():
+    """On a cold cache the compile is announced (with its expected duration) before it starts."""
+    import io
+
+    from colcep import cli
+
+    buf = io.StringIO()
+    rep = cli.Reporter(stream=buf)
+    seen = []
+    orig = cli.kernels_cold
+    try:
+        cli.kernels_cold = lambda: True
+        res, secs = cli._with_kernels(rep, lambda: seen.append(buf.getvalue()) or 42)
+    finally:
+        cli.kernels_cold = orig
+    assert res == 42 and secs >= 0
+    assert "compiling kernels (first run on this machine, ~2 min; cached for the next runs) ..." in seen[0]
+    assert "kernels compiled in" in buf.getvalue()
+    assert cli.kernels_cold() in (True, False)  # this numba's cache index is readable
+
+
+def test_reporter_on_a_terminal_and_in_a_log():
+    import io
+
+    from colcep.cli import Reporter
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    log = io.StringIO()
+    rep = Reporter(stream=log, log_interval=3600)
+    rep.step("starting")
+    rep.meter("matching: 10%", force=True)
+    rep.meter("matching: 20%")  # within the log interval: not written
+    rep.step("done")
+    lines = log.getvalue().splitlines()
+    assert [ln.split("] ", 1)[1] for ln in lines] == ["starting", "  matching: 10%", "done"]
+    tty = Tty()
+    rep = Reporter(stream=tty)
+    rep.meter("matching: 10%", force=True)
+    rep.meter("matching: 20%", force=True)
+    rep.step("done")
+    out = tty.getvalue()
+    assert out.count("\r") >= 3 and "\n" not in out.rsplit("done", 1)[0] and out.endswith("done\n")
+    quiet = io.StringIO()
+    rep = Reporter(stream=quiet, quiet=True)
+    rep.step("x")
+    rep.meter("y", force=True)
+    assert quiet.getvalue() == ""
+
+
+def test_in_process_hint():
+    from colcep.cli import IN_PROCESS_HINT_ROWS, in_process_hint
+
+    h = in_process_hint("local[2]", True, 200_000, 6.4)
+    assert "200,000 rows fit on one machine: --in-process skips Spark (it took 6 s to start here" in h
+    assert "this input fit on one machine" in in_process_hint("local[*]", True, None, 6.4)
+    assert in_process_hint("local[2]", True, IN_PROCESS_HINT_ROWS + 1, 6.4) is None
+    assert in_process_hint("local[2]", False, 1000, 6.4) is None  # a session the user gave us
+    assert in_process_hint("spark://host:7077", True, 1000, 6.4) is None
 
 
 def test_generate_and_patterns(tmp_path, capsys):

@@ -1,0 +1,351 @@
+"""Pictures of what a scan found (PNG, with matplotlib: ``pip install colcep[plot]``).
+
+    from colcep.plot import plot_key, plot_overview, plot_scan
+    fig = plot_key(ticks, out, "S0008", key="name", time="ts", column="price")   # one key, matches marked
+    fig.savefig("S0008.png")
+    plot_overview(out, key="name", time="ts", out="overview.png")               # a whole scan
+    plot_scan("out/matches")                                                     # a ``colcep scan`` output folder
+
+``plot_key`` draws one key's ``column`` (the price, or any numeric column) over time and marks
+every matched event of that key with its stage (one colour and marker per stage; the events of
+one match are joined by a thin line). ``plot_overview`` draws matches over time (matches started
+per time bin) and the keys with the most matches. ``plot_scan`` reads a folder written by
+``colcep scan`` (its ``_summary.json`` names the input) and draws both in one picture.
+
+Every function returns the matplotlib ``Figure`` and, given ``out=``, also writes it as PNG. No
+pyplot state is used, so the functions work in scripts, servers and notebooks alike.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
+
+_MARKERS = ["o", "^", "s", "D", "v", "P", "X", "*", "<", ">"]
+_UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_EPOCH_AFTER_S = 3.15e8  # integer times later than 1980-01-01 (in seconds) are drawn as dates
+
+
+def _figure(width: float, height: float):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ImportError("colcep.plot needs matplotlib: pip install 'colcep[plot]'") from exc
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _table(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if hasattr(data, "to_arrow"):  # polars
+        return data.to_arrow()
+    if hasattr(data, "to_numpy") and hasattr(data, "columns"):  # pandas
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, (str, os.PathLike)):
+        return _read(data)
+    raise TypeError(f"expected a pyarrow Table, a pandas / polars DataFrame or a path, got {type(data).__name__}")
+
+
+def _read(path: str | os.PathLike, columns: Sequence[str] | None = None, filt=None) -> pa.Table:
+    import pyarrow.dataset as ds
+
+    p = Path(path)
+    fmt = "csv" if p.suffix.lower() == ".csv" or (p.is_dir() and any(p.glob("*.csv"))) else "parquet"
+    d = ds.dataset(str(p), format=fmt, partitioning="hive" if fmt == "parquet" else None)
+    cols = [c for c in columns if c in d.schema.names] if columns is not None else None
+    return d.to_table(columns=cols, filter=filt)
+
+
+class _TimeAxis:
+    """How a time column is drawn: Arrow timestamps and epoch-like integers as dates, other
+    integers (times since some start) as seconds, minutes or hours."""
+
+    def __init__(self, typ: pa.DataType, lo: float, hi: float, unit: str):
+        self.unit = unit
+        self.dates = pa.types.is_timestamp(typ) or (pa.types.is_integer(typ)
+                                                    and lo / _UNIT_PER_SECOND[unit] > _EPOCH_AFTER_S)
+        span_s = (hi - lo) / _UNIT_PER_SECOND[unit] if not pa.types.is_timestamp(typ) else 0.0
+        self.scale, self.label = ((3600.0, "h") if span_s > 3 * 3600 else (60.0, "min") if span_s > 180
+                                  else (1.0, "s"))
+
+    def values(self, arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        if pa.types.is_timestamp(arr.type):
+            return arr.to_numpy(zero_copy_only=False) if isinstance(arr, pa.Array) else \
+                np.asarray(arr.to_numpy())
+        x = np.asarray(arr.to_numpy(), dtype=np.int64) if pa.types.is_integer(arr.type) else \
+            np.asarray(arr.to_numpy(), dtype=np.float64)
+        if self.dates:
+            return x.astype(f"datetime64[{self.unit}]")
+        return x / (_UNIT_PER_SECOND[self.unit] * self.scale)
+
+    def xlabel(self, time: str) -> str:
+        return f"{time} (UTC)" if self.dates else f"{time} ({self.label})"
+
+
+def _axis_for(col: pa.ChunkedArray | pa.Array, time_unit: str) -> _TimeAxis:
+    if pa.types.is_timestamp(col.type):
+        return _TimeAxis(col.type, 0, 0, col.type.unit)
+    mm = pc.min_max(col)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    return _TimeAxis(col.type, float(lo or 0), float(hi or 0), time_unit)
+
+
+def _ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A time column as int64 numbers (timestamps in their unit)."""
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.int64())
+    return np.asarray(col.to_numpy(), dtype=np.float64 if pa.types.is_floating(col.type) else np.int64)
+
+
+def _save(fig, out: str | os.PathLike | None):
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.partial-{os.getpid()}.png")
+        try:
+            fig.savefig(tmp, format="png")
+            os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return fig
+
+
+def _match_events(matches: pa.Table, data: pa.Table | None, time: str, column: str, seq: str | None) -> pa.Table:
+    """The matched events with their time and ``column``: taken from the match table, or
+    looked up in ``data`` by ``row`` = ``seq`` when the matches do not carry them."""
+    missing = [c for c in (time, column) if c not in matches.column_names]
+    if not missing:
+        return matches
+    if data is None or seq is None or seq not in data.column_names:
+        raise ValueError(f"the matches have no {missing} column(s): scan with them in the output columns, or pass "
+                         "the input data and its row identity column (seq)")
+    look = data.select([seq, *missing]).rename_columns(["row", *missing])
+    if look.schema.field("row").type != matches.schema.field("row").type:
+        look = look.set_column(0, "row", look.column("row").cast(matches.schema.field("row").type))
+    return matches.join(look, "row", join_type="left outer")
+
+
+def plot_key(data: Any, matches: Any, key_value: Any, *, key: str | None = "name", time: str = "ts",
+             column: str = "price", time_unit: str = "ms", seq: str | None = "id", max_matches: int | None = None,
+             title: str | None = None, out: str | os.PathLike | None = None, ax=None):
+    """One key's ``column`` over time with each match's events marked by stage.
+
+    data: the input rows (a Table, DataFrame or a Parquet / CSV path); only ``key_value``'s rows
+        are drawn. ``None`` draws the matched events alone.
+    matches: the match table (``colcep.match`` / ``colcep scan`` output, or its folder).
+    key_value: the key to draw (ignored when ``key`` is None).
+    column: the numeric column drawn (default ``price``).
+    time_unit: the unit of an integer time column (as for ``colcep.match``).
+    seq: the input column the matches' ``row`` refers to, used when the matches lack ``time``
+        or ``column``.
+    max_matches: draw only the time range of the key's first ``max_matches`` matches (a zoom).
+    out: also write the figure as PNG there. ax: draw into this matplotlib Axes instead of a
+        new figure (the Axes' figure is returned).
+
+    Returns the matplotlib Figure. The marked points are the matched events of the key in the
+    drawn range, one per event (timed-out partial matches are left out).
+    """
+    matches = _table(matches)
+    if "timed_out" in matches.column_names:
+        matches = matches.filter(pc.invert(pc.fill_null(matches.column("timed_out"), False)))
+    if key is not None:
+        matches = matches.filter(pc.equal(matches.column(key), pa.scalar(key_value, matches.schema.field(key).type)))
+    if data is not None:
+        if isinstance(data, (str, os.PathLike)):
+            import pyarrow.dataset as ds
+
+            flt = ds.field(key) == key_value if key is not None else None
+            data = _read(data, [c for c in (key, time, column, seq) if c], flt)
+        else:
+            data = _table(data)
+            if key is not None:
+                data = data.filter(pc.equal(data.column(key), pa.scalar(key_value, data.schema.field(key).type)))
+        data = data.sort_by(time)
+    ev = _match_events(matches, data, time, column, seq)
+    ev = ev.sort_by([("match_id", "ascending"), (time, "ascending")]) if ev.num_rows else ev
+    n_all = len(pc.unique(ev.column("match_id"))) if ev.num_rows else 0
+    if max_matches is not None and ev.num_rows:
+        first_ids = pc.unique(ev.column("match_id")).slice(0, max_matches)
+        ev = ev.filter(pc.is_in(ev.column("match_id"), first_ids))
+        t = _ints(ev.column(time))
+        lo, hi = int(t.min()), int(t.max())
+        pad = max(1, (hi - lo) // 20)
+        if data is not None:
+            dt = _ints(data.column(time))
+            data = data.filter(pa.array((dt >= lo - pad) & (dt <= hi + pad)))
+    ref = data.column(time) if data is not None and data.num_rows else ev.column(time)
+    axis = _axis_for(ref, time_unit)
+    if ax is None:
+        fig = _figure(12, 4.5)
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    if data is not None and data.num_rows:
+        ax.plot(axis.values(data.column(time)), data.column(column).to_numpy(zero_copy_only=False),
+                color="0.55", lw=0.8, zorder=1, label=f"{column} ({data.num_rows:,} rows)")
+    n_matches = len(pc.unique(ev.column("match_id"))) if ev.num_rows else 0
+    if ev.num_rows:
+        from matplotlib.collections import LineCollection
+
+        tx = axis.values(ev.column(time))
+        y = ev.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
+        ids = ev.column("match_id").to_numpy()
+        cut = np.flatnonzero(np.diff(ids)) + 1
+        xs = tx.astype("datetime64[ns]").astype(np.int64) if axis.dates else tx
+        segs = [np.column_stack([a, b]) for a, b in zip(np.split(xs, cut), np.split(y, cut)) if len(a) > 1]
+        if segs and not axis.dates:
+            ax.add_collection(LineCollection(segs, colors="0.2", linewidths=0.6, alpha=0.5, zorder=2))
+        elif segs:
+            import matplotlib.dates as mdates
+
+            segs = [np.column_stack([mdates.date2num(s[:, 0].astype("datetime64[ns]")), s[:, 1]]) for s in segs]
+            ax.add_collection(LineCollection(segs, colors="0.2", linewidths=0.6, alpha=0.5, zorder=2))
+        stages = list(dict.fromkeys(ev.column("stage").to_pylist()))
+        st = np.asarray(ev.column("stage").to_pylist(), dtype=object)
+        cmap = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+                "tab:olive", "tab:cyan", "tab:gray"]
+        for i, s in enumerate(stages):
+            sel = st == s
+            ax.scatter(tx[sel], y[sel], s=28, marker=_MARKERS[i % len(_MARKERS)], color=cmap[i % len(cmap)],
+                       edgecolors="black", linewidths=0.4, zorder=3, label=f"stage {s} ({int(sel.sum()):,} events)")
+    ax.set_xlabel(axis.xlabel(time))
+    ax.set_ylabel(column)
+    ax.grid(True, alpha=0.3)
+    who = f"{key_value}: " if key is not None else ""
+    which = f"its first {n_matches:,} of {n_all:,} matches" if n_matches < n_all else \
+        f"{n_matches:,} match{'es' if n_matches != 1 else ''}"
+    ax.set_title(title or f"{who}{column} over time, {which} marked by stage")
+    ax.legend(loc="best", fontsize=8, framealpha=0.85)
+    return _save(fig, out)
+
+
+def plot_overview(matches: Any, *, key: str | None = "name", time: str = "ts", time_unit: str = "ms",
+                  bins: int = 60, top: int = 15, title: str | None = None, out: str | os.PathLike | None = None,
+                  axes: Sequence[Any] | None = None):
+    """Matches over time for a whole scan: matches started per time bin (left) and the keys
+    with the most matches (right, when there is a key). ``matches`` needs the ``time`` column.
+    Returns the matplotlib Figure (also written as PNG to ``out``)."""
+    matches = _table(matches)
+    if "timed_out" in matches.column_names:
+        matches = matches.filter(pc.invert(pc.fill_null(matches.column("timed_out"), False)))
+    if time not in matches.column_names:
+        raise ValueError(f"the matches have no {time!r} column: scan with it in the output columns")
+    firsts = matches.group_by("match_id").aggregate([(time, "min")] + ([(key, "min")] if key else []))
+    has_keys = key is not None and key in matches.column_names
+    if axes is None:
+        fig = _figure(12, 4)
+        if has_keys:
+            gs = fig.add_gridspec(1, 3)
+            ax_t, ax_k = fig.add_subplot(gs[0, :2]), fig.add_subplot(gs[0, 2])
+        else:
+            ax_t, ax_k = fig.add_subplot(), None
+    else:
+        ax_t, ax_k = axes[0], (axes[1] if len(axes) > 1 else None)
+        fig = ax_t.figure
+    n = firsts.num_rows
+    if n:
+        start = firsts.column(f"{time}_min")
+        axis = _axis_for(start, time_unit)
+        x = axis.values(start)
+        if axis.dates:
+            import matplotlib.dates as mdates
+
+            xn = mdates.date2num(x.astype("datetime64[ns]"))
+            counts, edges = np.histogram(xn, bins=bins)
+            ax_t.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", alpha=0.8)
+            ax_t.xaxis_date()
+            width = f"{(edges[1] - edges[0]) * 86400:,.0f} s"
+        else:
+            counts, edges = np.histogram(x, bins=bins)
+            ax_t.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", alpha=0.8)
+            width = _span((edges[1] - edges[0]) * axis.scale)
+        ax_t.set_xlabel(axis.xlabel(time))
+        ax_t.set_ylabel(f"matches started per {width}")
+    ax_t.set_title(title or f"{n:,} matches over time")
+    ax_t.grid(True, axis="y", alpha=0.3)
+    if ax_k is not None and has_keys and n:
+        per = firsts.group_by(f"{key}_min").aggregate([("match_id", "count")])
+        per = per.sort_by([("match_id_count", "descending"), (f"{key}_min", "ascending")])
+        nk = per.num_rows
+        per = per.slice(0, top)
+        names = [str(v) for v in per.column(f"{key}_min").to_pylist()][::-1]
+        vals = per.column("match_id_count").to_pylist()[::-1]
+        ax_k.barh(names, vals, color="tab:orange", alpha=0.85)
+        ax_k.set_xlabel("matches")
+        ax_k.set_title(f"top {len(names)} of {nk:,} {key}s with matches")
+        ax_k.tick_params(axis="y", labelsize=8)
+        ax_k.grid(True, axis="x", alpha=0.3)
+    return _save(fig, out)
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.3g} min"
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1000:.3g} ms"
+
+
+def scan_picture_path(out_dir: str | os.PathLike) -> Path:
+    """Where ``colcep scan`` puts the picture of ``out_dir``: beside it, ``<out_dir>.png``."""
+    p = Path(out_dir)
+    return p.with_name(p.name + ".png")
+
+
+def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str = "price",
+              max_matches: int | None = 12, data: Any = None, out: str | os.PathLike | None = None):
+    """The picture of a ``colcep scan`` output folder: matches over time and the top keys,
+    above one key's ``column`` with its matches marked (``key_value``, default the key with the
+    most matches; zoomed to its first ``max_matches`` matches; skipped when the input or the
+    column is not available). ``data`` overrides the input named in ``_summary.json``.
+    Returns the Figure; ``out`` (default ``<out_dir>.png``) receives the PNG."""
+    out_dir = Path(out_dir)
+    summary = json.loads((out_dir / "_summary.json").read_text()) if (out_dir / "_summary.json").is_file() else {}
+    key, time, seq = summary.get("key", "name"), summary.get("time", "ts"), summary.get("seq")
+    unit = summary.get("time_unit") or "ms"
+    matches = _read(out_dir)
+    if data is None and summary.get("input") and "," not in summary["input"] and Path(summary["input"]).exists():
+        data = summary["input"]
+    if key_value is None and key is not None and key in matches.column_names and matches.num_rows:
+        top = summary.get("result", {}).get("top_keys")
+        key_value = next(iter(top)) if top else None
+        if key_value is not None and pa.types.is_integer(matches.schema.field(key).type):
+            key_value = int(key_value)
+    can_key = matches.num_rows > 0 and (key is None or key_value is not None) and \
+        (column in matches.column_names or (data is not None and seq is not None))
+    fig = _figure(12, 8 if can_key else 4)
+    if can_key:
+        gs = fig.add_gridspec(2, 3, height_ratios=[1, 1.25])
+        top_axes = [fig.add_subplot(gs[0, :2]), fig.add_subplot(gs[0, 2])] if key else [fig.add_subplot(gs[0, :])]
+        ax_key = fig.add_subplot(gs[1, :])
+    else:
+        gs = fig.add_gridspec(1, 3)
+        top_axes = [fig.add_subplot(gs[0, :2]), fig.add_subplot(gs[0, 2])] if key else [fig.add_subplot(gs[0, :])]
+        ax_key = None
+    name = summary.get("pattern", "")
+    plot_overview(matches, key=key, time=time, time_unit=unit, axes=top_axes,
+                  title=f"{name}: {_count_matches(matches):,} matches over time" if name else None)
+    if ax_key is not None:
+        plot_key(data, matches, key_value, key=key, time=time, column=column, time_unit=unit, seq=seq,
+                 max_matches=max_matches, ax=ax_key)
+    return _save(fig, scan_picture_path(out_dir) if out is None else out)
+
+
+def _count_matches(matches: pa.Table) -> int:
+    if not matches.num_rows:
+        return 0
+    if "timed_out" in matches.column_names:
+        matches = matches.filter(pc.invert(pc.fill_null(matches.column("timed_out"), False)))
+    return len(pc.unique(matches.column("match_id")))
