@@ -6,6 +6,7 @@ from .program import CompiledPattern, compile
 from .pattern import Pattern
 from .pattern_json import PatternJSONError
 from .sase_lang import SaseError, SaseQuery, sase, sase_match
+from .sql_match import SqlError, sql
 from .windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
@@ -13,6 +14,6 @@ __all__ = ["Pattern", "CompiledPattern", "compile", "Matcher", "match", "Expr", 
            "count", "avg", "min", "max",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
-           "sase", "sase_match", "SaseQuery",
-           "ColcepError", "PatternError", "PatternJSONError", "SaseError", "InputError", "CapacityError", "SnapshotError", "WindowSpecError"]
+           "sase", "sase_match", "SaseQuery", "sql",
+           "ColcepError", "PatternError", "PatternJSONError", "SaseError", "SqlError", "InputError", "CapacityError", "SnapshotError", "WindowSpecError"]
 __version__ = "0.1.0"

@@ -1,0 +1,959 @@
+"""SQL ``MATCH_RECOGNIZE`` over Arrow, pandas and polars tables, compiled to a colcep Pattern::
+
+    out = colcep.sql('''
+        SELECT * FROM Ticker MATCH_RECOGNIZE (
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES START_ROW.rowtime AS start_tstamp, LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,
+                     LAST(PRICE_UP.rowtime) AS end_tstamp
+            ONE ROW PER MATCH
+            AFTER MATCH SKIP TO LAST PRICE_UP
+            PATTERN (START_ROW PRICE_DOWN+ PRICE_UP) WITHIN INTERVAL '1' HOUR
+            DEFINE PRICE_DOWN AS (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price)
+                                 OR PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+                   PRICE_UP AS PRICE_UP.price > LAST(PRICE_DOWN.price, 1))''', Ticker=ticks)
+
+The query is parsed by sqlglot (the ``PATTERN`` body by a small lark grammar, Flink's ``WITHIN``
+located with sqlglot's tokenizer). Semantics are Flink SQL's, whose MATCH_RECOGNIZE is itself
+compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified variables are
+``consecutive()`` loops, greedy by default (``greedy()``) and reluctant with a trailing ``?``.
+
+- ``PARTITION BY`` columns: the match key (several columns are combined into one key); the
+  output starts with them. ``ORDER BY``: the time column first (ascending; an integer column
+  in ``time_unit`` or an Arrow timestamp), then tie breakers.
+- ``PATTERN``: variables with ``* + ? {n} {n,} {n,m} {,m}``, each greedy or reluctant (``+?``);
+  parenthesised groups (colcep group patterns; a group's quantifier must be reluctant or exact,
+  Flink CEP has no greedy groups). Not supported: alternation ``|``, ``PERMUTE``, ``{- -}``,
+  anchors, the reluctant optional ``??`` (as in Flink), patterns that can match no row.
+- ``WITHIN INTERVAL '10' SECOND`` (Flink's extension): the match's window.
+- ``DEFINE``: per variable a condition (a variable without one matches every row). ``X.col``
+  in ``X``'s own condition is the current row; ``Y.col`` of another variable is its last row
+  so far; an unqualified ``col`` is the current row. ``FIRST``/``LAST(X.col[, n])`` (``n`` = 0,
+  and 1 for ``LAST`` of the variable being defined), running aggregates ``SUM AVG MIN MAX
+  COUNT`` over ``X.col`` (including the current row when ``X`` is the variable being defined) or
+  over all rows so far (``SUM(col)``), arithmetic, comparisons, ``AND OR NOT``, ``IS [NOT] NULL``,
+  ``IN``, ``BETWEEN``. ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical
+  offsets within the partition, which may fall outside the match: over a whole table colcep
+  computes them as lag / lead columns of the partition before matching.
+- ``MEASURES`` (final values): ``X.col`` (the last row of ``X``), ``FIRST``/``LAST(X.col, n)``,
+  ``SUM AVG MIN MAX COUNT`` (``COUNT(*)``, ``COUNT(X.*)``), ``PREV``/``NEXT(X.col, k)`` (rows
+  around the last row of ``X``), ``CLASSIFIER()``, ``MATCH_NUMBER()`` (1, 2, ... per
+  partition), arithmetic. Unqualified columns range over the whole match.
+- ``ONE ROW PER MATCH`` (default): partition columns + measures. ``ALL ROWS PER MATCH``: one
+  row per matched row: partition columns, order columns, measures (final values; ``CLASSIFIER()``
+  is the row's variable), then the other input columns.
+- ``AFTER MATCH SKIP PAST LAST ROW | TO NEXT ROW | TO FIRST x | TO LAST x | TO x``; without the
+  clause, ``TO NEXT ROW`` (Calcite's and so Flink's default). Where Flink raises at run time
+  when ``x`` has no row in the match, colcep does not skip.
+- The outer ``SELECT`` takes ``*`` or columns of the MATCH_RECOGNIZE output, with aliases.
+
+Errors are :class:`SqlError` (a ``PatternError``) naming the clause and the token.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import PatternError
+from .expr import Expr, col, count, first, last, lit
+from .expr import _agg as _make_agg
+from .pattern import Pattern
+from .skip import AfterMatchSkipStrategy, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
+
+
+class SqlError(PatternError):
+    """A MATCH_RECOGNIZE query colcep cannot parse or run; names the clause and the token."""
+
+
+def _err(clause: str, token: Any, message: str) -> SqlError:
+    try:
+        tok = token.sql() if hasattr(token, "sql") else str(token)
+    except Exception:  # noqa: BLE001 - sqlglot cannot print some partial nodes
+        tok = type(token).__name__.upper()
+    tok = " ".join(tok.split())
+    return SqlError(f"{clause}: {message} (at {tok!r})" if tok else f"{clause}: {message}")
+
+
+# ============================================================================ WITHIN and parsing
+_INTERVAL_UNITS = {"MILLISECOND": "ms", "MILLISECONDS": "ms", "SECOND": "s", "SECONDS": "s", "MINUTE": "min",
+                   "MINUTES": "min", "HOUR": "h", "HOURS": "h", "DAY": "d", "DAYS": "d"}
+
+
+def _split_within(query: str) -> tuple[str, str | None]:
+    """Take Flink's ``WITHIN INTERVAL 'n' UNIT`` out of the query (sqlglot does not know it),
+    located with sqlglot's tokenizer; returns (query without it, colcep window or None)."""
+    from sqlglot.tokens import Tokenizer
+    toks = Tokenizer().tokenize(query)
+    for i, t in enumerate(toks):
+        if t.text.upper() == "WITHIN" and i + 1 < len(toks) and toks[i + 1].text.upper() == "INTERVAL":
+            if i + 3 >= len(toks):
+                raise _err("WITHIN", "WITHIN INTERVAL", "expected INTERVAL 'n' SECOND|MINUTE|HOUR|DAY|MILLISECOND")
+            val, unit = toks[i + 2], toks[i + 3]
+            u = unit.text.upper()
+            if not re.fullmatch(r"\d+(\.\d+)?", val.text.strip()) or u not in _INTERVAL_UNITS:
+                raise _err("WITHIN", f"INTERVAL '{val.text}' {unit.text}",
+                           "expected INTERVAL 'n' SECOND|MINUTE|HOUR|DAY|MILLISECOND")
+            window = f"{val.text.strip()}{_INTERVAL_UNITS[u]}"
+            return query[:t.start] + " " * (unit.end + 1 - t.start) + query[unit.end + 1:], window
+    return query, None
+
+
+def _normalise_skip(query: str) -> str:
+    """``AFTER MATCH SKIP TO x`` is ``SKIP TO LAST x`` (SQL standard); sqlglot parses only the
+    long form, so the LAST is put in (tokens located with sqlglot's tokenizer)."""
+    from sqlglot.tokens import Tokenizer
+    toks = Tokenizer().tokenize(query)
+    words = [t.text.upper() for t in toks]
+    for i in range(len(toks) - 4):
+        if words[i:i + 4] == ["AFTER", "MATCH", "SKIP", "TO"] and words[i + 4] not in ("FIRST", "LAST", "NEXT"):
+            at = toks[i + 4].start
+            return query[:at] + "LAST " + query[at:]
+    return query
+
+
+def _parse_sql(query: str):
+    import sqlglot
+    from sqlglot.errors import ParseError, TokenError
+    try:
+        trees = sqlglot.parse(query, read="snowflake")
+    except ParseError as exc:
+        e = exc.errors[0] if exc.errors else {}
+        raise SqlError(f"syntax error at line {e.get('line', '?')}, column {e.get('col', '?')} near "
+                       f"{e.get('highlight', '')!r}: {e.get('description', str(exc))}") from None
+    except TokenError as exc:
+        raise SqlError(f"syntax error: {exc}") from None
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise SqlError(f"expected one SELECT statement, got {len(trees)}")
+    return trees[0]
+
+
+# ============================================================================ PATTERN
+_ROW_PATTERN = r"""
+?start: alt
+?alt: seq ("|" seq)*
+seq: term+
+term: primary quant?
+?primary: NAME                       -> var
+        | "(" alt ")"                -> group
+quant: base RELUCTANT?
+base: STAR | PLUS | QMARK | RANGE
+STAR: "*"
+PLUS: "+"
+QMARK: "?"
+RELUCTANT: "?"
+RANGE: /\{\s*\d*\s*(,\s*\d*\s*)?\}/
+NAME: /[A-Za-z_][A-Za-z_0-9]*/ | /"[^"]+"/
+%import common.WS
+%ignore WS
+"""
+
+
+@lru_cache(maxsize=1)
+def _pattern_parser():
+    from lark import Lark
+    return Lark(_ROW_PATTERN, parser="lalr")
+
+
+@dataclass
+class _Item:
+    kind: str                 # var | group
+    name: str | None
+    items: "list[_Item] | None"
+    lo: int = 1
+    hi: int | None = 1
+    reluctant: bool = False
+    text: str = ""
+
+
+def _parse_pattern(text: str) -> list[_Item]:
+    from lark import Tree
+    from lark.exceptions import UnexpectedInput
+    t = text.strip()
+    for bad, what in (("{-", "exclusion {- -}"), ("PERMUTE", "PERMUTE"), ("^", "the anchor ^"), ("$", "the anchor $")):
+        if bad in t.upper():
+            raise _err("PATTERN", bad, f"{what} is not supported")
+    try:
+        tree = _pattern_parser().parse(t)
+    except UnexpectedInput as exc:
+        pos = getattr(exc, "pos_in_stream", None) or 0
+        raise _err("PATTERN", t[pos:pos + 10] or t, f"unexpected input at column {getattr(exc, 'column', '?')} of "
+                   f"({t})") from None
+
+    def seq(node) -> list[_Item]:
+        if isinstance(node, Tree) and node.data == "alt":
+            raise _err("PATTERN", "|", "alternation is not supported (a colcep pattern has no branches)")
+        terms = [term(c) for c in node.children] if isinstance(node, Tree) and node.data == "seq" else [term(node)]
+        out = []
+        for it in terms:     # a group without a quantifier is its elements
+            out.extend(it.items if it.kind == "group" and it.lo == it.hi == 1 and not it.reluctant else [it])
+        return out
+
+    def term(node) -> _Item:
+        if node.data != "term":          # a bare primary
+            prim, q = node, None
+        else:
+            prim, q = node.children[0], (node.children[1] if len(node.children) > 1 else None)
+        if prim.data == "var":
+            name = str(prim.children[0]).strip('"')
+            it = _Item("var", name, None, text=name)
+        else:
+            it = _Item("group", None, seq(prim.children[0]), text="(...)")
+        if q is not None:
+            b = str(q.children[0].children[0])
+            it.reluctant = len(q.children) > 1 and q.children[1] is not None
+            if b == "*":
+                it.lo, it.hi = 0, None
+            elif b == "+":
+                it.lo, it.hi = 1, None
+            elif b == "?":
+                it.lo, it.hi = 0, 1
+            else:
+                m = re.fullmatch(r"\{\s*(\d*)\s*(,\s*(\d*)\s*)?\}", b)
+                assert m
+                lo_s, comma, hi_s = m.group(1), m.group(2), m.group(3)
+                if comma is None:
+                    if not lo_s:
+                        raise _err("PATTERN", b, "an empty quantifier")
+                    it.lo = it.hi = int(lo_s)
+                else:
+                    it.lo = int(lo_s) if lo_s else 0
+                    it.hi = int(hi_s) if hi_s else None
+                if (it.hi is not None and (it.hi < 1 or it.hi < it.lo)) or (comma is None and it.lo < 1):
+                    raise _err("PATTERN", it.text + b, "invalid quantifier bounds (need 0 <= n <= m, m > 0)")
+            it.text += b + ("?" if it.reluctant else "")
+        return it
+
+    return seq(tree)
+
+
+def _can_be_empty(items: list[_Item]) -> bool:
+    return all(it.lo == 0 or (it.kind == "group" and _can_be_empty(it.items or [])) for it in items)
+
+
+def _build_pattern(items: list[_Item], conds: dict[str, Expr], seen: list[str]) -> Pattern:
+    p: Pattern | None = None
+    for it in items:
+        if it.kind == "var":
+            if it.name in seen:
+                raise _err("PATTERN", it.name, "a variable can appear only once in the pattern (as in Flink)")
+            seen.append(it.name)
+            target: "str | Pattern" = it.name
+        else:
+            if _can_be_empty(it.items or []):
+                raise _err("PATTERN", it.text, "a group that can match no row is not supported")
+            target = _build_pattern(it.items or [], conds, seen)
+        try:
+            p = Pattern.begin(target) if p is None else p.next(target)
+            if it.kind == "var" and it.name in conds:
+                p = p.where(conds[it.name])
+            p = _quantify(p, it)
+        except SqlError:
+            raise
+        except PatternError as exc:
+            raise _err("PATTERN", it.text, str(exc)) from None
+    assert p is not None
+    return p
+
+
+def _quantify(p: Pattern, it: _Item) -> Pattern:
+    lo, hi, greedy = it.lo, it.hi, not it.reluctant
+    if lo == 1 and hi == 1:
+        if it.reluctant:
+            raise _err("PATTERN", it.text, "a reluctant quantifier needs a repetition")
+        return p
+    if lo == 0 and hi == 1:
+        if it.reluctant:
+            raise _err("PATTERN", it.text, "the reluctant optional quantifier ?? is not supported (as in Flink)")
+        return p.optional()
+    if it.kind == "group" and greedy and lo != hi:
+        raise _err("PATTERN", it.text, "a greedy quantifier on a group is not supported (Flink CEP has no greedy "
+                   "group patterns); make it reluctant, e.g. (A B)+?")
+    if hi is None:
+        if lo <= 1:
+            p = p.one_or_more()
+            if lo == 0:
+                p = p.optional()
+        else:
+            p = p.times_or_more(lo)
+    else:
+        p = p.times(lo, hi) if lo != hi else p.times(lo)
+    p = p.consecutive()
+    if greedy and it.kind == "var":
+        p = p.greedy()
+    return p
+
+
+# ============================================================================ values with cases
+# A DEFINE value is a list of (guard, expr) alternatives whose guards are exclusive and
+# exhaustive (None = always): FIRST(X.col) in X's own condition is the current row while X has
+# no row yet and first(col, of=X) after, MIN(X.col) the smaller of min(of=X) and the current row.
+Alts = list  # [(Expr | None, Expr)]
+
+
+def _and(a: Expr | None, b: Expr | None) -> Expr | None:
+    if a is None:
+        return b
+    return a if b is None else a & b
+
+
+def _combine(xs: Alts, ys: Alts, fn) -> Alts:
+    return [(_and(g1, g2), fn(e1, e2)) for g1, e1 in xs for g2, e2 in ys]
+
+
+def _collapse(alts: Alts) -> Expr:
+    """A boolean alternative list as one condition."""
+    out: Expr | None = None
+    for g, e in alts:
+        term = e if g is None else g & e
+        out = term if out is None else out | term
+    assert out is not None
+    return out
+
+
+class _Define:
+    """DEFINE conditions to colcep expressions."""
+
+    def __init__(self, variables: list[str], columns: list[str], helpers: "_Helpers", items: list):
+        self.items = items
+        self.vars = variables
+        self.columns = columns
+        self.helpers = helpers
+
+    def condition(self, var: str, node) -> Expr:
+        self.var = var
+        self.node = node
+        return _collapse(self.value(node))
+
+    def _col(self, node) -> tuple[str | None, str]:
+        from sqlglot import exp
+        if not isinstance(node, exp.Column):
+            raise _err(f"DEFINE {self.var}", node, "expected a column reference")
+        table = node.table or None
+        name = node.name
+        if table is not None and table not in self.vars:
+            raise _err(f"DEFINE {self.var}", node, f"{table!r} is not a pattern variable "
+                       f"(variables: {', '.join(self.vars)})")
+        if name not in self.columns:
+            raise _err(f"DEFINE {self.var}", node, f"no column {name!r} in the input "
+                       f"(columns: {', '.join(self.columns)})")
+        return table, name
+
+    def _offset(self, node, args) -> int:
+        if len(args) < 2:
+            return 0
+        from sqlglot import exp
+        a = args[1]
+        if not isinstance(a, exp.Literal) or a.is_string or not re.fullmatch(r"\d+", a.this):
+            raise _err(f"DEFINE {self.var}", node, "the offset must be a non-negative integer literal")
+        return int(a.this)
+
+    def value(self, node) -> Alts:  # noqa: C901 - one dispatch over sqlglot node types
+        from sqlglot import exp
+        clause = f"DEFINE {self.var}"
+        if isinstance(node, exp.Paren):
+            return self.value(node.this)
+        if isinstance(node, exp.Literal):
+            return [(None, lit(node.this if node.is_string else float(node.this)))]
+        if isinstance(node, exp.Boolean):
+            return [(None, lit(bool(node.this)) == 1.0)]
+        if isinstance(node, exp.Null):
+            return [(None, lit(None))]
+        if isinstance(node, exp.Neg):
+            return [(g, -e) for g, e in self.value(node.this)]
+        if isinstance(node, exp.Column):
+            table, name = self._col(node)
+            if table is None or table == self.var:
+                return [(None, col(name))]
+            return [(None, last(name, of=table))]
+        binops = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__",
+                  exp.EQ: "__eq__", exp.NEQ: "__ne__", exp.LT: "__lt__", exp.LTE: "__le__", exp.GT: "__gt__",
+                  exp.GTE: "__ge__", exp.And: "__and__", exp.Or: "__or__"}
+        for cls, meth in binops.items():
+            if type(node) is cls:
+                return _combine(self.value(node.this), self.value(node.expression),
+                                lambda a, b, m=meth: getattr(a, m)(b))
+        if isinstance(node, exp.Not):
+            return [(g, ~e) for g, e in self.value(node.this)]
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise _err(clause, node, "only IS NULL / IS NOT NULL")
+            return [(g, e.is_null()) for g, e in self.value(node.this)]
+        if isinstance(node, exp.In):
+            vals = []
+            for v in node.expressions:
+                if not isinstance(v, exp.Literal):
+                    raise _err(clause, v, "IN takes a list of literals")
+                vals.append(v.this if v.is_string else float(v.this))
+            return [(g, e.is_in(vals)) for g, e in self.value(node.this)]
+        if isinstance(node, exp.Between):
+            x = self.value(node.this)
+            lo = _combine(x, self.value(node.args["low"]), lambda a, b: a >= b)
+            hi = _combine(x, self.value(node.args["high"]), lambda a, b: a <= b)
+            return _combine(lo, hi, lambda a, b: a & b)
+        if isinstance(node, (exp.First, exp.Last)):
+            return self._first_last(node, "first" if isinstance(node, exp.First) else "last",
+                                    [node.this] + ([node.expression] if node.expression is not None else []))
+        if isinstance(node, (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count)):
+            return self._aggregate(node)
+        if isinstance(node, exp.Anonymous):
+            fn = node.name.upper()
+            if fn in ("PREV", "NEXT"):
+                return self._physical(node, fn, node.expressions)
+            if fn in ("FIRST", "LAST"):
+                return self._first_last(node, fn.lower(), node.expressions)
+            raise _err(clause, node, f"unsupported function {node.name}()")
+        if isinstance(node, exp.Func) and type(node).__name__.upper() in ("PREV", "NEXT", "LAG", "LEAD"):
+            fn = {"LAG": "PREV", "LEAD": "NEXT"}.get(type(node).__name__.upper(), type(node).__name__.upper())
+            return self._physical(node, fn, [node.this] + ([node.expression] if node.expression is not None else []))
+        if isinstance(node, exp.Func):
+            raise _err(clause, node, f"unsupported function {type(node).__name__.upper()}()")
+        raise _err(clause, node, f"unsupported expression ({type(node).__name__})")
+
+    def _first_last(self, node, fn: str, args) -> Alts:
+        clause = f"DEFINE {self.var}"
+        if not args:
+            raise _err(clause, node, f"{fn.upper()} needs a column")
+        table, name = self._col(args[0])
+        n = self._offset(node, args)
+        own = table is None or table == self.var
+        of = self.vars if table is None else [table]
+        if own:                # the set includes the current row
+            if fn == "last":
+                if n == 0:
+                    return [(None, col(name))]
+                if n == 1:
+                    return [(None, last(name, of=of))]
+                # a match is a contiguous run of rows (strict contiguity everywhere), so the n-th last
+                # row of the variable being defined is the partition's row n before the current one
+                c = count(of=of)
+                return [(c >= n, col(self.helpers.shifted(name, -n))), (c < n, lit(None))]
+            elif n == 0:
+                c = count(of=of)
+                return [(c == 0, col(name)), (c > 0, first(name, of=of))]
+        elif n == 0:
+            return [(None, (first if fn == "first" else last)(name, of=of))]
+        elif fn == "last":
+            gap = self._rows_between(table)
+            if gap is not None:     # the n-th last row of an earlier variable, at a fixed distance
+                c = count(of=of)
+                return [(c > n, col(self.helpers.shifted(name, -(1 + n + gap)))), (c <= n, lit(None))]
+        raise _err(clause, node, f"{fn.upper()}(..., {n}) is not supported here: colcep conditions see the first "
+                   "and last rows of a variable; LAST(X.col, n) of an earlier variable X needs X and the variable "
+                   "being defined in the top-level pattern with only single-row variables between them")
+
+    def _rows_between(self, other: str) -> "int | None":
+        """Rows between ``other``'s last row and the current row, when that is a constant:
+        ``other`` comes before the variable being defined in the top-level sequence, which is a
+        single-row variable, with only single-row variables between them."""
+        names = [it.name if it.kind == "var" else None for it in self.items]
+        if other not in names or self.var not in names:
+            return None
+        i, j = names.index(other), names.index(self.var)
+        if i >= j or not (self.items[j].lo == self.items[j].hi == 1):
+            return None
+        mid = self.items[i + 1:j]
+        if not all(it.kind == "var" and it.lo == it.hi == 1 for it in mid):
+            return None
+        return len(mid)
+
+    def _aggregate(self, node) -> Alts:
+        from sqlglot import exp
+        clause = f"DEFINE {self.var}"
+        func = type(node).__name__.lower()
+        arg = node.this
+        if isinstance(arg, exp.Star) or (func == "count" and isinstance(arg, exp.Column) and
+                                         isinstance(arg.this, exp.Star)):
+            if func != "count":
+                raise _err(clause, node, "only COUNT takes *")
+            table = arg.table if isinstance(arg, exp.Column) and arg.table else None
+            of = self.vars if table is None else [table]
+            own = table is None or table == self.var
+            return [(None, count(of=of) + 1 if own else count(of=of))]
+        if isinstance(arg, exp.Distinct):
+            raise _err(clause, node, "DISTINCT aggregates are not supported (as in Flink)")
+        if not isinstance(arg, exp.Column):
+            raise _err(clause, node, "aggregates take a column (aggregates over expressions are not supported yet)")
+        table, name = self._col(arg)
+        own = table is None or table == self.var
+        of = self.vars if table is None else [table]
+        so_far = _make_agg(func, name, tuple(of))
+        if not own:
+            return [(None, so_far)]
+        c = col(name)
+        isnull, notnull = c.is_null(), ~c.is_null()
+        if func == "sum":
+            return [(isnull, so_far), (notnull, so_far + c)]
+        if func == "count":
+            return [(isnull, so_far), (notnull, so_far + 1)]
+        if func == "avg":
+            s, n = _make_agg("sum", name, tuple(of)), _make_agg("count", name, tuple(of))
+            return [(isnull, so_far), (notnull, (s + c) / (n + 1))]
+        # min / max: the current row if it is the first non-null value or beats the others
+        better = (c < so_far) if func == "min" else (c > so_far)
+        return [(isnull, so_far), (notnull & (so_far.is_null() | better), c),
+                (notnull & ~so_far.is_null() & ~better, so_far)]
+
+    def _physical(self, node, fn: str, args) -> Alts:
+        clause = f"DEFINE {self.var}"
+        if not args:
+            raise _err(clause, node, f"{fn} needs a column")
+        table, name = self._col(args[0])
+        if table is not None and table != self.var:
+            raise _err(clause, node, f"{fn} of another variable's row is not supported in DEFINE; use "
+                       f"{fn}({self.var}.{name}) or {fn}({name}) (the current row)")
+        n = self._offset(node, args) if len(args) > 1 else 1
+        return [(None, col(self.helpers.shifted(name, -n if fn == "PREV" else n)))]
+
+
+class _Helpers:
+    """Columns colcep adds before matching: lag / lead columns for PREV / NEXT."""
+
+    def __init__(self):
+        self.shifts: dict[tuple[str, int], str] = {}
+
+    def shifted(self, column: str, k: int) -> str:
+        key = (column, k)
+        if key not in self.shifts:
+            self.shifts[key] = f"__colcep_{'prev' if k < 0 else 'next'}{abs(k)}_{column}"
+        return self.shifts[key]
+
+
+# ============================================================================ the query
+@dataclass
+class _Query:
+    table: str
+    alias: str | None
+    select: list
+    partition: list[str]
+    time: str
+    order: list[str]
+    measures: list            # (name, node)
+    all_rows: bool
+    skip: AfterMatchSkipStrategy
+    items: list[_Item]
+    variables: list[str]
+    define: dict              # var -> node
+    window: str | None
+
+
+def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
+    from sqlglot import exp
+    text, window = _split_within(query)
+    tree = _parse_sql(_normalise_skip(text))
+    if not isinstance(tree, exp.Select):
+        raise _err("SELECT", tree, "expected SELECT ... FROM table MATCH_RECOGNIZE (...)")
+    for clause in ("where", "group", "having", "order", "limit", "joins", "qualify", "distinct"):
+        if tree.args.get(clause):
+            raise _err(clause.upper(), tree.args[clause] if not isinstance(tree.args[clause], list)
+                       else tree.args[clause][0], "only SELECT ... FROM table MATCH_RECOGNIZE (...) is supported")
+    mr = tree.args.get("match")
+    if mr is None:
+        raise _err("FROM", tree.args.get("from_") or tree, "expected MATCH_RECOGNIZE after the table")
+    frm = tree.args.get("from_")
+    if frm is None or not isinstance(frm.this, exp.Table) or not frm.this.name:
+        raise _err("FROM", frm or tree, "expected a table name")
+    tname = frm.this.name
+    if tables is not None and tname not in tables:
+        raise _err("FROM", frm.this, f"unknown table {tname!r}: pass it as colcep.sql(query, {tname}=table)")
+    alias = mr.args.get("alias")
+    alias = alias.name if alias is not None else None
+    # PARTITION BY / ORDER BY
+    part = []
+    for c in mr.args.get("partition_by") or []:
+        if not isinstance(c, exp.Column) or c.table:
+            raise _err("PARTITION BY", c, "expected a column name")
+        part.append(c.name)
+    order_node = mr.args.get("order")
+    if order_node is None or not order_node.expressions:
+        raise _err("ORDER BY", "MATCH_RECOGNIZE", "MATCH_RECOGNIZE needs ORDER BY with the time column first")
+    order = []
+    for i, o in enumerate(order_node.expressions):
+        if not isinstance(o.this, exp.Column) or o.this.table:
+            raise _err("ORDER BY", o, "expected a column name")
+        if o.args.get("desc"):
+            if i == 0:
+                raise _err("ORDER BY", o, "the time column must be in ascending order")
+            raise _err("ORDER BY", o, "descending tie breakers are not supported")
+        order.append(o.this.name)
+    # rows per match
+    rows = mr.args.get("rows")
+    rows_s = " ".join(rows.name.upper().split()) if rows is not None else "ONE ROW PER MATCH"
+    if rows_s not in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH"):
+        raise _err("ROWS PER MATCH", rows, "expected ONE ROW PER MATCH or ALL ROWS PER MATCH")
+    # PATTERN
+    pnode = mr.args.get("pattern")
+    if pnode is None:
+        raise _err("PATTERN", mr, "missing PATTERN")
+    items = _parse_pattern(pnode.name)
+    variables: list[str] = []
+
+    def collect(its):
+        for it in its:
+            if it.kind == "var":
+                variables.append(it.name)
+            else:
+                collect(it.items)
+    collect(items)
+    if _can_be_empty(items):
+        raise _err("PATTERN", pnode.name, "a pattern that can match no row is not supported (as in Flink)")
+    # AFTER MATCH SKIP
+    after = mr.args.get("after")
+    skip: AfterMatchSkipStrategy = SkipToNext()
+    if after is not None:
+        s = " ".join(after.name.split())
+        m = re.fullmatch(r"(?i)AFTER MATCH SKIP (PAST LAST ROW|TO NEXT ROW|TO FIRST (\S+)|TO LAST (\S+)|TO (\S+))", s)
+        if not m:
+            raise _err("AFTER MATCH SKIP", s, "expected PAST LAST ROW, TO NEXT ROW, TO FIRST x, TO LAST x or TO x")
+        what = m.group(1).upper()
+        if what == "PAST LAST ROW":
+            skip = SkipPastLastEvent()
+        elif what == "TO NEXT ROW":
+            skip = SkipToNext()
+        else:
+            var = (m.group(2) or m.group(3) or m.group(4)).strip('"')
+            if var not in variables:
+                raise _err("AFTER MATCH SKIP", s, f"{var!r} is not a pattern variable ({', '.join(variables)})")
+            first_var = items[0].name if items[0].kind == "var" else None
+            if m.group(2) and var == first_var and items[0].lo > 0:
+                raise _err("AFTER MATCH SKIP", s, "SKIP TO FIRST of the first variable would start the next match "
+                           "where this one started (Flink fails at run time)")
+            skip = SkipToFirst(var) if m.group(2) else SkipToLast(var)
+    # DEFINE
+    define = {}
+    for d in mr.args.get("define") or []:
+        name = d.alias
+        if name not in variables:
+            raise _err("DEFINE", d.args.get("alias") or d, f"{name!r} is not a variable of the PATTERN "
+                       f"({', '.join(variables)})")
+        if name in define:
+            raise _err("DEFINE", d.args.get("alias") or d, f"{name!r} is defined twice")
+        define[name] = d.this
+    measures = []
+    for mnode in mr.args.get("measures") or []:
+        if mnode.args.get("window_frame"):
+            wf = str(mnode.args["window_frame"]).upper()
+            if wf == "RUNNING":
+                raise _err("MEASURES", mnode, "RUNNING measures are not supported; colcep gives FINAL values")
+        a = mnode.this
+        if not isinstance(a, exp.Alias):
+            raise _err("MEASURES", a, "each measure needs a name: <expression> AS name")
+        measures.append((a.alias, a.this))
+    return _Query(tname, alias, list(tree.expressions), part, order[0], order, measures,
+                  rows_s == "ALL ROWS PER MATCH", skip, items, variables, define, window)
+
+
+def compile_query(query: str, columns: list[str]) -> Pattern:
+    """The Pattern a MATCH_RECOGNIZE query runs, for input with these columns (PREV / NEXT
+    read helper columns ``__colcep_prev<k>_<col>`` that :func:`sql` adds)."""
+    q = _analyse(query, None)
+    helpers = _Helpers()
+    cx = _Define(q.variables, columns, helpers, q.items)
+    conds = {v: cx.condition(v, node) for v, node in q.define.items()}
+    p = _build_pattern(q.items, conds, [])
+    if q.window is not None:
+        p = p.within(q.window)
+    return p.skip(q.skip)
+
+
+# ============================================================================ running it
+def sql(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
+    """Run a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` query over the named tables (pyarrow
+    Tables, pandas or polars DataFrames): ``colcep.sql(query, Ticker=ticks)``. Returns a
+    pyarrow Table; see the module docstring for the supported SQL."""
+    from .matcher import as_table, match
+    q = _analyse(query, tables)
+    tbl = as_table(tables[q.table])
+    columns = tbl.column_names
+    for c in q.partition + q.order:
+        if c not in columns:
+            clause = "PARTITION BY" if c in q.partition else "ORDER BY"
+            raise _err(clause, c, f"no column {c!r} in table {q.table} (columns: {', '.join(columns)})")
+    helpers = _Helpers()
+    cx = _Define(q.variables, columns, helpers, q.items)
+    conds = {v: cx.condition(v, node) for v, node in q.define.items()}
+    pattern = _build_pattern(q.items, conds, [])
+    if q.window is not None:
+        pattern = pattern.within(q.window)
+    pattern = pattern.skip(q.skip)
+    # measures may need lag / lead columns too: resolve them before the table is prepared
+    ev = _Measures(q, columns, helpers)
+    for name, node in q.measures:
+        ev.scan(name, node)
+
+    # order: by time, then the tie breakers (stable), then the partition key
+    n = tbl.num_rows
+    sort_keys = [(c, "ascending") for c in q.order]
+    order_idx = pc.sort_indices(tbl, sort_keys=sort_keys) if n else pa.array([], pa.uint64())
+    work = tbl.take(order_idx)
+    key = None
+    key_codes = np.zeros(n, np.int64)
+    if q.partition:
+        codes = []
+        for c in q.partition:
+            enc = pc.dictionary_encode(work.column(c).combine_chunks() if n else work.column(c))
+            if isinstance(enc, pa.ChunkedArray):
+                enc = enc.combine_chunks()
+            idx = enc.indices.to_numpy(zero_copy_only=False)
+            if enc.null_count:
+                raise _err("PARTITION BY", c, f"column {c!r} has nulls")
+            codes.append(idx.astype(np.int64))
+        key_codes = codes[0]
+        for c in codes[1:]:
+            key_codes = key_codes * (int(c.max()) + 1 if len(c) else 1) + c
+        if len(q.partition) == 1:
+            key = q.partition[0]
+        else:
+            key = "__colcep_key"
+            work = work.append_column(key, pa.array(key_codes))
+    # lag / lead columns per partition (PREV / NEXT)
+    if helpers.shifts:
+        by_key = np.argsort(key_codes, kind="stable")
+        kc = key_codes[by_key]
+        for (cname, k), hname in helpers.shifts.items():
+            # in key order (stable: time order within a key), the row k later (k > 0) or earlier
+            pos = np.arange(n)
+            tgt = pos + k
+            ok = (tgt >= 0) & (tgt < n)
+            ok[ok] = kc[pos[ok]] == kc[tgt[ok]]
+            idx = np.full(n, -1, np.int64)
+            idx[by_key[pos[ok]]] = by_key[tgt[ok]]
+            take = pa.array(idx, mask=idx < 0)
+            work = work.append_column(hname, work.column(cname).take(take))
+    out = match(work, pattern, key=key, time=q.time, columns=[], time_unit=time_unit)
+    return ev.evaluate(out, work, key_codes, order_idx)
+
+
+class _Measures:
+    """MEASURES and the output table."""
+
+    def __init__(self, q: _Query, columns: list[str], helpers: _Helpers):
+        self.q = q
+        self.columns = columns
+        self.helpers = helpers
+
+    # -- checking, and the lag / lead columns the measures need -----------------------
+    def scan(self, name: str, node) -> None:
+        from sqlglot import exp
+        for c in node.find_all(exp.Column):
+            if isinstance(c.this, exp.Star):
+                continue
+            if c.table and c.table not in self.q.variables:
+                raise _err(f"MEASURES {name}", c, f"{c.table!r} is not a pattern variable "
+                           f"({', '.join(self.q.variables)})")
+            if c.name not in self.columns:
+                raise _err(f"MEASURES {name}", c, f"no column {c.name!r} in the input")
+        for f in node.find_all(exp.Anonymous, exp.Func):
+            fn = f.name.upper() if isinstance(f, exp.Anonymous) else type(f).__name__.upper()
+            if fn in ("PREV", "NEXT", "LAG", "LEAD"):
+                args = f.expressions if isinstance(f, exp.Anonymous) else [f.this] + (
+                    [f.expression] if f.expression is not None else [])
+                k = int(args[1].this) if len(args) > 1 and isinstance(args[1], exp.Literal) else 1
+                if not args or not isinstance(args[0], exp.Column):
+                    raise _err(f"MEASURES {name}", f, f"{fn} takes a column")
+                self.helpers.shifted(args[0].name, -k if fn in ("PREV", "LAG") else k)
+
+    # -- evaluation --------------------------------------------------------------------
+    def evaluate(self, out: pa.Table, work: pa.Table, key_codes: np.ndarray, order_idx) -> pa.Table:
+        from sqlglot import exp
+        q = self.q
+        mid = out.column("match_id").to_numpy()
+        rows = out.column("row").to_numpy()
+        stages = out.column("stage").to_numpy(zero_copy_only=False).astype(object)
+        # matches in emission order, their events by row
+        uniq, first_pos = np.unique(mid, return_index=True)
+        order_m = np.argsort(first_pos, kind="stable")
+        mids = uniq[order_m]
+        rank = np.empty(len(uniq), np.int64)
+        rank[order_m] = np.arange(len(uniq))
+        mpos = rank[np.searchsorted(uniq, mid)] if len(mid) else np.zeros(0, np.int64)
+        ev = np.lexsort((rows, mpos))
+        self.mpos, self.rows, self.stages = mpos[ev], rows[ev], stages[ev]
+        self.nm = len(mids)
+        self.work = work
+        self.starts = np.searchsorted(self.mpos, np.arange(self.nm), "left")
+        self.ends = np.searchsorted(self.mpos, np.arange(self.nm), "right")
+        self.last_row = self.rows[self.ends - 1] if self.nm else np.zeros(0, np.int64)
+        first_row = self.rows[self.starts] if self.nm else np.zeros(0, np.int64)
+        # MATCH_NUMBER: 1, 2, ... per partition in emission order
+        kc = key_codes[first_row] if self.nm else np.zeros(0, np.int64)
+        by = np.lexsort((np.arange(self.nm), kc))
+        num = np.empty(self.nm, np.int64)
+        if self.nm:
+            ks = kc[by]
+            grp_start = np.r_[0, np.flatnonzero(ks[1:] != ks[:-1]) + 1]
+            run = np.arange(self.nm) - np.repeat(grp_start, np.diff(np.r_[grp_start, self.nm]))
+            num[by] = run + 1
+        self.match_number = num
+
+        cols: dict[str, pa.Array] = {}
+        if not q.all_rows:
+            for c in q.partition:
+                cols[c] = work.column(c).take(pa.array(first_row)) if self.nm else work.column(c).slice(0, 0)
+            for name, node in q.measures:
+                cols[name] = self._combine_chunks(self.value(name, node))
+        else:
+            ev_match = self.mpos
+            take_ev = pa.array(self.rows)
+            for c in q.partition + [c for c in q.order if c not in q.partition]:
+                cols[c] = work.column(c).take(take_ev)
+            for name, node in q.measures:
+                if isinstance(node, exp.Anonymous) and node.name.upper() == "CLASSIFIER":
+                    cols[name] = pa.array(self.stages.tolist(), pa.string())      # the row's variable
+                else:
+                    cols[name] = self._combine_chunks(self.value(name, node)).take(pa.array(ev_match))
+            for c in self.columns:
+                if c not in cols:
+                    cols[c] = work.column(c).take(take_ev)
+        table = pa.table({k: self._combine_chunks(v) for k, v in cols.items()})
+        return self._select(table)
+
+    @staticmethod
+    def _combine_chunks(a):
+        return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+    def _select(self, table: pa.Table) -> pa.Table:
+        from sqlglot import exp
+        sel = self.q.select
+        if len(sel) == 1 and isinstance(sel[0], exp.Star):
+            return table
+        out = {}
+        for s in sel:
+            node, name = (s.this, s.alias) if isinstance(s, exp.Alias) else (s, None)
+            if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+                out.update({c: table.column(c) for c in table.column_names})
+                continue
+            if not isinstance(node, exp.Column):
+                raise _err("SELECT", s, "only columns of the MATCH_RECOGNIZE output (or *) can be selected")
+            if node.table and node.table not in (self.q.alias, self.q.table):
+                raise _err("SELECT", s, f"unknown table {node.table!r}")
+            if node.name not in table.column_names:
+                raise _err("SELECT", s, f"no column {node.name!r} in the MATCH_RECOGNIZE output "
+                           f"({', '.join(table.column_names)})")
+            out[name or node.name] = table.column(node.name)
+        return pa.table(out)
+
+    # -- one measure -------------------------------------------------------------------
+    def _events_of(self, var: str | None) -> np.ndarray:
+        """Positions (into the sorted event arrays) of the events of ``var`` (None: all)."""
+        if var is None:
+            return np.arange(len(self.rows))
+        return np.flatnonzero(self.stages == var)
+
+    def _nth(self, var: str | None, n: int, from_end: bool) -> np.ndarray:
+        """Per match, the input row of the n-th first / last event of var (-1 if none)."""
+        sel = self._events_of(var)
+        mp = self.mpos[sel]
+        lo = np.searchsorted(mp, np.arange(self.nm), "left")
+        hi = np.searchsorted(mp, np.arange(self.nm), "right")
+        pos = hi - 1 - n if from_end else lo + n
+        ok = (pos >= lo) & (pos < hi)
+        out = np.full(self.nm, -1, np.int64)
+        out[ok] = self.rows[sel[pos[ok]]]
+        return out
+
+    def _gather(self, column: str, rows: np.ndarray) -> pa.Array:
+        c = self.work.column(column)
+        return self._combine_chunks(c.take(pa.array(rows, mask=rows < 0))) if len(rows) else \
+            self._combine_chunks(c.slice(0, 0))
+
+    def _agg(self, func: str, column: str | None, var: str | None) -> pa.Array:
+        sel = self._events_of(var)
+        mp = self.mpos[sel]
+        if column is None:                     # COUNT(*)
+            counts = np.bincount(mp, minlength=self.nm) if self.nm else np.zeros(0, np.int64)
+            return pa.array(counts.astype(np.int64))
+        vals = self._gather(column, self.rows[sel])
+        t = pa.table({"m": pa.array(mp, pa.int64()), "v": vals})
+        fn = {"avg": "mean", "count": "count"}.get(func, func)
+        g = t.group_by("m").aggregate([("v", fn)])
+        res_type = g.column(f"v_{fn}").type
+        idx = np.full(self.nm, -1, np.int64)
+        idx[g.column("m").to_numpy()] = np.arange(g.num_rows)
+        res = self._combine_chunks(g.column(f"v_{fn}")).take(pa.array(idx, mask=idx < 0))
+        if func == "count":
+            res = pc.fill_null(res, 0)
+        return res.cast(res_type)
+
+    def value(self, name: str, node):  # noqa: C901 - one dispatch
+        from sqlglot import exp
+        clause = f"MEASURES {name}"
+        if isinstance(node, exp.Paren):
+            return self.value(name, node.this)
+        if isinstance(node, exp.Literal):
+            v = node.this if node.is_string else float(node.this)
+            return pa.array([v] * self.nm)
+        if isinstance(node, exp.Null):
+            return pa.nulls(self.nm)
+        if isinstance(node, exp.Column):
+            var = node.table or None
+            return self._gather(node.name, self._nth(var, 0, True))
+        if isinstance(node, exp.Neg):
+            return pc.negate(self.value(name, node.this))
+        ops = {exp.Add: pc.add, exp.Sub: pc.subtract, exp.Mul: pc.multiply, exp.Div: pc.divide,
+               exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.LT: pc.less, exp.LTE: pc.less_equal,
+               exp.GT: pc.greater, exp.GTE: pc.greater_equal, exp.And: pc.and_kleene, exp.Or: pc.or_kleene}
+        for cls, f in ops.items():
+            if type(node) is cls:
+                a, b = self.value(name, node.this), self.value(name, node.expression)
+                if isinstance(node, exp.Div):
+                    a, b = pc.cast(a, pa.float64()), pc.cast(b, pa.float64())
+                return f(a, b)
+        if isinstance(node, (exp.First, exp.Last)):
+            return self._first_last(clause, node, isinstance(node, exp.Last),
+                                    [node.this] + ([node.expression] if node.expression is not None else []))
+        if isinstance(node, (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count)):
+            func = type(node).__name__.lower()
+            arg = node.this
+            if isinstance(arg, exp.Star):
+                return self._agg("count", None, None)
+            if isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star):
+                return self._agg("count", None, arg.table or None)
+            if isinstance(arg, exp.Distinct):
+                raise _err(clause, node, "DISTINCT aggregates are not supported (as in Flink)")
+            if not isinstance(arg, exp.Column):
+                raise _err(clause, node, "aggregates take a column (aggregates over expressions are not supported "
+                           "yet)")
+            return self._agg(func, arg.name, arg.table or None)
+        if isinstance(node, exp.Anonymous) or (isinstance(node, exp.Func) and type(node).__name__.upper() in
+                                                ("PREV", "NEXT", "LAG", "LEAD")):
+            fn = node.name.upper() if isinstance(node, exp.Anonymous) else type(node).__name__.upper()
+            args = node.expressions if isinstance(node, exp.Anonymous) else [node.this] + (
+                [node.expression] if node.expression is not None else [])
+            if fn == "CLASSIFIER":
+                last_pos = self.ends - 1
+                return pa.array(self.stages[last_pos].tolist() if self.nm else [], pa.string())
+            if fn == "MATCH_NUMBER":
+                return pa.array(self.match_number)
+            if fn in ("FIRST", "LAST"):
+                return self._first_last(clause, node, fn == "LAST", args)
+            if fn in ("PREV", "NEXT", "LAG", "LEAD"):
+                k = int(args[1].this) if len(args) > 1 else 1
+                c = args[0]
+                h = self.helpers.shifted(c.name, -k if fn in ("PREV", "LAG") else k)
+                return self._gather(h, self._nth(c.table or None, 0, True))
+            raise _err(clause, node, f"unsupported function {node.name}()")
+        if isinstance(node, exp.Func):
+            raise _err(clause, node, f"unsupported function {type(node).__name__.upper()}()")
+        raise _err(clause, node, f"unsupported expression ({type(node).__name__})")
+
+    def _first_last(self, clause: str, node, from_end: bool, args) -> pa.Array:
+        from sqlglot import exp
+        if not args or not isinstance(args[0], exp.Column):
+            raise _err(clause, node, "FIRST / LAST take a column")
+        n = 0
+        if len(args) > 1:
+            a = args[1]
+            if not isinstance(a, exp.Literal) or a.is_string or not re.fullmatch(r"\d+", a.this):
+                raise _err(clause, node, "the offset must be a non-negative integer literal")
+            n = int(a.this)
+        c = args[0]
+        return self._gather(c.name, self._nth(c.table or None, n, from_end))
+
+
+__all__ = ["sql", "compile_query", "SqlError"]

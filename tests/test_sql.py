@@ -1,0 +1,415 @@
+"""SQL MATCH_RECOGNIZE (colcep.sql): the ticker examples of Flink's MATCH_RECOGNIZE documentation,
+each clause against hand-written Patterns, inputs (Arrow, pandas, polars) and errors."""
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import colcep as cc
+from colcep import col, last
+from colcep.sql_match import SqlError, compile_query
+
+T0 = dt.datetime(2011, 4, 1, 10, 0, 0)
+
+
+def ticker(prices, taxes=None, step=dt.timedelta(seconds=1), symbol="ACME", t0=T0):
+    n = len(prices)
+    return pa.table({"symbol": [symbol] * n,
+                     "rowtime": pa.array([t0 + step * i for i in range(n)], pa.timestamp("ms")),
+                     "price": pa.array(prices, pa.int64()), "tax": pa.array(taxes or [1] * n, pa.int64())})
+
+
+def ts(h, m, s=0, day=T0.date()):
+    return dt.datetime(day.year, day.month, day.day, h, m, s)
+
+
+# ----------------------------------------------------------------------------- Flink's documentation
+def test_doc_price_down_then_up():
+    data = ticker([12, 17, 19, 21, 25, 18, 15, 14, 24, 25, 19])
+    out = cc.sql("""
+        SELECT *
+        FROM Ticker
+            MATCH_RECOGNIZE (
+                PARTITION BY symbol
+                ORDER BY rowtime
+                MEASURES
+                    START_ROW.rowtime AS start_tstamp,
+                    LAST(PRICE_DOWN.rowtime) AS bottom_tstamp,
+                    LAST(PRICE_UP.rowtime) AS end_tstamp
+                ONE ROW PER MATCH
+                AFTER MATCH SKIP TO LAST PRICE_UP
+                PATTERN (START_ROW PRICE_DOWN+ PRICE_UP)
+                DEFINE
+                    PRICE_DOWN AS
+                        (LAST(PRICE_DOWN.price, 1) IS NULL AND PRICE_DOWN.price < START_ROW.price) OR
+                            PRICE_DOWN.price < LAST(PRICE_DOWN.price, 1),
+                    PRICE_UP AS
+                        PRICE_UP.price > LAST(PRICE_DOWN.price, 1)
+            ) MR""", Ticker=data)
+    assert out.column_names == ["symbol", "start_tstamp", "bottom_tstamp", "end_tstamp"]
+    assert out.to_pylist() == [{"symbol": "ACME", "start_tstamp": ts(10, 0, 4), "bottom_tstamp": ts(10, 0, 7),
+                                "end_tstamp": ts(10, 0, 8)}]
+
+
+def test_doc_aggregation_average_below_threshold():
+    data = ticker([12, 17, 13, 16, 25, 2, 4, 10, 15, 25, 25, 30])
+    out = cc.sql("""
+        SELECT * FROM Ticker MATCH_RECOGNIZE (
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES FIRST(A.rowtime) AS start_tstamp, LAST(A.rowtime) AS end_tstamp, AVG(A.price) AS avgPrice
+            ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+            PATTERN (A+ B)
+            DEFINE A AS AVG(A.price) < 15) MR""", Ticker=data)
+    assert out.to_pylist() == [
+        {"symbol": "ACME", "start_tstamp": ts(10, 0, 0), "end_tstamp": ts(10, 0, 3), "avgPrice": 14.5},
+        {"symbol": "ACME", "start_tstamp": ts(10, 0, 5), "end_tstamp": ts(10, 0, 10), "avgPrice": 13.5}]
+
+
+@pytest.mark.parametrize("quant, want", [("B*", [16]), ("B*?", [13, 16])])
+def test_doc_greedy_and_reluctant(quant, want):
+    data = ticker([10, 11, 12, 13, 14, 16], taxes=[1, 2, 1, 2, 1, 2], symbol="XYZ",
+                  t0=dt.datetime(2018, 9, 17, 10, 0, 2))
+    out = cc.sql(f"""
+        SELECT * FROM Ticker MATCH_RECOGNIZE(
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES C.price AS lastPrice
+            ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+            PATTERN (A {quant} C)
+            DEFINE A AS A.price > 10, B AS B.price < 15, C AS C.price > 12)""", Ticker=data)
+    assert out.column("lastPrice").to_pylist() == want
+
+
+def test_doc_within_interval():
+    data = ticker([20, 17, 18, 11, 14, 9, 15, 14, 24, 1, 19], step=dt.timedelta(minutes=20))
+    q_within = """
+        SELECT * FROM Ticker MATCH_RECOGNIZE(
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES C.rowtime AS dropTime, A.price - C.price AS dropDiff
+            ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+            PATTERN (A B* C) WITHIN INTERVAL '1' HOUR
+            DEFINE
+                B AS B.price > A.price - 10,
+                C AS C.price < A.price - 10)"""          # (the docs miss the comma after the B definition)
+    out = cc.sql(q_within, Ticker=data)
+    # The docs print dropDiff 14: the drop from 15 at 12:00 to 1 at 13:00, a span of exactly one hour.
+    # Flink CEP's window edge is exclusive (conformance/SEMANTICS.md point 1: last.ts - first.ts <
+    # within, checked against Flink 2.3), so that match is out and the one from 14 at 12:20 is found.
+    assert out.to_pylist() == [{"symbol": "ACME", "dropTime": ts(13, 0), "dropDiff": 13}]
+    wider = cc.sql(q_within.replace("'1' HOUR", "'61' MINUTE"), Ticker=data)
+    assert wider.to_pylist() == [{"symbol": "ACME", "dropTime": ts(13, 0), "dropDiff": 14}]
+    # without the window the earlier, slower drop (20 -> 9 over 1 h 40 min) matches too
+    no_window = cc.sql("""SELECT * FROM Ticker MATCH_RECOGNIZE(PARTITION BY symbol ORDER BY rowtime
+            MEASURES C.rowtime AS dropTime, A.price - C.price AS dropDiff AFTER MATCH SKIP PAST LAST ROW
+            PATTERN (A B* C) DEFINE B AS B.price > A.price - 10, C AS C.price < A.price - 10)""", Ticker=data)
+    assert no_window.to_pylist()[0] == {"symbol": "ACME", "dropTime": ts(11, 40), "dropDiff": 11}
+
+
+def test_doc_output_mode():
+    data = ticker([10, 12, 13, 11], taxes=[1, 2, 1, 2], symbol="XYZ", t0=dt.datetime(2018, 9, 17, 10, 0, 2))
+    q = """SELECT * FROM Ticker MATCH_RECOGNIZE(
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES FIRST(A.price) AS startPrice, LAST(A.price) AS topPrice, B.price AS lastPrice
+            ONE ROW PER MATCH {skip}
+            PATTERN (A+ B)
+            DEFINE A AS LAST(A.price, 1) IS NULL OR A.price > LAST(A.price, 1),
+                   B AS B.price < LAST(A.price))"""
+    out = cc.sql(q.format(skip="AFTER MATCH SKIP PAST LAST ROW"), Ticker=data)
+    assert out.to_pylist() == [{"symbol": "XYZ", "startPrice": 10, "topPrice": 13, "lastPrice": 11}]
+    # the docs leave out the AFTER MATCH clause: its default, SKIP TO NEXT ROW, keeps the runs that
+    # started at 12 and 13 (Flink CEP's skipToNext prunes only runs of the match's first row)
+    out = cc.sql(q.format(skip=""), Ticker=data)
+    assert out.to_pylist() == [{"symbol": "XYZ", "startPrice": 10, "topPrice": 13, "lastPrice": 11},
+                               {"symbol": "XYZ", "startPrice": 12, "topPrice": 13, "lastPrice": 11},
+                               {"symbol": "XYZ", "startPrice": 13, "topPrice": 13, "lastPrice": 11}]
+
+
+AFTER = """SELECT * FROM Ticker MATCH_RECOGNIZE(
+            PARTITION BY symbol ORDER BY rowtime
+            MEASURES SUM(A.price) AS sumPrice, FIRST(rowtime) AS startTime, LAST(rowtime) AS endTime
+            ONE ROW PER MATCH
+            {after}
+            PATTERN (A+ C)
+            DEFINE A AS SUM(A.price) < 30)"""
+
+
+@pytest.mark.parametrize("after, want", [
+    ("AFTER MATCH SKIP PAST LAST ROW", [(26, 1, 4), (17, 5, 7)]),
+    ("AFTER MATCH SKIP TO NEXT ROW", [(26, 1, 4), (24, 2, 5), (25, 3, 6), (22, 4, 7), (17, 5, 7)]),
+    ("AFTER MATCH SKIP TO LAST A", [(26, 1, 4), (25, 3, 6), (17, 5, 7)]),
+])
+def test_doc_after_match_strategies(after, want):
+    data = ticker([7, 9, 10, 5, 10, 7, 14], taxes=[1, 2, 1, 2, 2, 2, 2], symbol="XYZ",
+                  t0=dt.datetime(2018, 9, 17, 10, 0, 1))
+    out = cc.sql(AFTER.format(after=after), Ticker=data).to_pylist()
+    sec = lambda t: t.second  # noqa: E731
+    assert [(r["sumPrice"], sec(r["startTime"]), sec(r["endTime"])) for r in out] == want
+
+
+def test_doc_skip_to_first_of_the_first_variable_is_refused():
+    with pytest.raises(SqlError, match=r"^AFTER MATCH SKIP: SKIP TO FIRST of the first variable"):
+        cc.sql(AFTER.format(after="AFTER MATCH SKIP TO FIRST A"), Ticker=ticker([1, 2]))
+
+
+# ----------------------------------------------------------------------------- clauses vs hand-written Patterns
+def pkey(p):
+    def stages(pat):
+        return tuple((s.name, s.connect, None if s.condition is None else s.condition.key(), s.quantifier,
+                      None if s.group is None else stages(s.group)) for s in pat.stages)
+    return stages(p), p.window, p.skip_strategy
+
+
+COLS = ["symbol", "rowtime", "price", "tax"]
+
+
+def mr(pattern, define="", after="AFTER MATCH SKIP PAST LAST ROW", within=""):
+    return (f"SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime MEASURES A.price AS p "
+            f"{after} PATTERN ({pattern}) {within} {('DEFINE ' + define) if define else ''})")
+
+
+@pytest.mark.parametrize("pattern, want", [
+    ("A B", cc.Pattern.begin("A").next("B")),
+    ("A B+ C", cc.Pattern.begin("A").next("B").one_or_more().consecutive().greedy().next("C")),
+    ("A B+? C", cc.Pattern.begin("A").next("B").one_or_more().consecutive().next("C")),
+    ("A B* C", cc.Pattern.begin("A").next("B").one_or_more().optional().consecutive().greedy().next("C")),
+    ("A B*? C", cc.Pattern.begin("A").next("B").one_or_more().optional().consecutive().next("C")),
+    ("A B? C", cc.Pattern.begin("A").next("B").optional().next("C")),
+    ("A B{3} C", cc.Pattern.begin("A").next("B").times(3).consecutive().greedy().next("C")),
+    ("A B{2,} C", cc.Pattern.begin("A").next("B").times_or_more(2).consecutive().greedy().next("C")),
+    ("A B{2,4}? C", cc.Pattern.begin("A").next("B").times(2, 4).consecutive().next("C")),
+    ("A B{,3} C", cc.Pattern.begin("A").next("B").times(0, 3).consecutive().greedy().next("C")),
+    ("A B{0,} C", cc.Pattern.begin("A").next("B").one_or_more().optional().consecutive().greedy().next("C")),
+    ("A+ B", cc.Pattern.begin("A").one_or_more().consecutive().greedy().next("B")),
+    ("A (B C) D", cc.Pattern.begin("A").next("B").next("C").next("D")),
+    ("A (B C)+? D", cc.Pattern.begin("A").next(cc.Pattern.begin("B").next("C")).one_or_more().consecutive()
+     .next("D")),
+    ("A (B C){2} D", cc.Pattern.begin("A").next(cc.Pattern.begin("B").next("C")).times(2).consecutive().next("D")),
+])
+def test_pattern_quantifiers(pattern, want):
+    got = compile_query(mr(pattern), COLS)
+    assert pkey(got) == pkey(want.skip(cc.SkipPastLastEvent()))
+
+
+@pytest.mark.parametrize("after, skip", [
+    ("", cc.SkipToNext()), ("AFTER MATCH SKIP PAST LAST ROW", cc.SkipPastLastEvent()),
+    ("AFTER MATCH SKIP TO NEXT ROW", cc.SkipToNext()), ("AFTER MATCH SKIP TO FIRST B", cc.SkipToFirst("B")),
+    ("AFTER MATCH SKIP TO LAST B", cc.SkipToLast("B")), ("AFTER MATCH SKIP TO B", cc.SkipToLast("B")),
+])
+def test_after_match_skip(after, skip):
+    assert compile_query(mr("A B+", after=after), COLS).skip_strategy == skip
+
+
+@pytest.mark.parametrize("within, window", [("WITHIN INTERVAL '10' SECOND", "10s"),
+                                            ("WITHIN INTERVAL '5' MINUTE", "5min"),
+                                            ("within interval '2' hour", "2h"), ("WITHIN INTERVAL '1' DAY", "1d"),
+                                            ("WITHIN INTERVAL '250' MILLISECOND", "250ms")])
+def test_within(within, window):
+    assert compile_query(mr("A B", within=within), COLS).window == window
+
+
+@pytest.mark.parametrize("define, cond_b", [
+    ("B AS B.price > A.price", col("price") > last("price", of="A")),
+    ("B AS price > 10 AND tax <> 2", (col("price") > 10) & (col("tax") != 2)),
+    ("B AS B.price BETWEEN 1 AND 5 OR B.symbol IN ('X', 'Y')",
+     ((col("price") >= 1) & (col("price") <= 5)) | col("symbol").is_in(["X", "Y"])),
+    ("B AS NOT (B.price * 2 >= A.price + 1) AND A.tax IS NOT NULL",
+     ~(col("price") * 2 >= last("price", of="A") + 1) & ~last("tax", of="A").is_null()),
+    ("B AS B.price > LAST(B.price, 1)", col("price") > last("price", of="B")),
+    ("B AS B.price < SUM(A.price) / COUNT(A.price)", col("price") < cc.sum("price", of="A") / cc.count(of="A", field="price")),
+])
+def test_define_conditions(define, cond_b):
+    got = compile_query(mr("A B+", define=define), COLS)
+    assert got.stages[1].condition.key() == cond_b.key()
+
+
+def random_ticks(n=3000, seed=5):
+    from colcep.ticks import make_ticks
+    t = make_ticks(n, symbols=4, seed=seed)
+    return pa.table({"symbol": t.column("name"), "rowtime": t.column("ts"), "price": t.column("price"),
+                     "volume": t.column("volume")})
+
+
+def matches_of(out, rename=None):
+    d = out.to_pydict()
+    by = {}
+    for m, s, r in zip(d["match_id"], d["stage"], d["row"]):
+        by.setdefault(m, []).append(((rename or {}).get(s, s), r))
+    return sorted(tuple(v) for v in by.values())
+
+
+def test_running_aggregates_and_first_match_hand_written():
+    """Running aggregates in DEFINE include the current row of the variable being defined; FIRST of
+    it is the current row while the variable is empty. Compared with hand-written conditions."""
+    data = random_ticks()
+    q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+             MEASURES FIRST(A.rowtime) AS t0, LAST(B.rowtime) AS t1, COUNT(A.price) AS n, MAX(A.price) AS top,
+                      MIN(A.price) AS low, SUM(A.volume) AS vol
+             ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW
+             PATTERN (A{2,} B)
+             DEFINE A AS AVG(A.price) >= FIRST(A.price) AND MAX(A.volume) < 1500 AND A.price >= 0.999 * MAX(A.price),
+                    B AS B.price < 0.999 * MIN(A.price))"""
+    out = cc.sql(q, T=data)
+    c = col("price")
+    n = cc.count(of="A", field="price")
+    avg_incl = (cc.sum("price", of="A") + c) / (n + 1)
+    first_incl_ok = ((cc.count(of="A") == 0) & (avg_incl >= c)) | ((cc.count(of="A") > 0) & (avg_incl >= cc.first("price", of="A")))
+    max_vol_ok = (col("volume") < 1500) & (cc.max("volume", of="A").is_null() | (cc.max("volume", of="A") < 1500))
+    top = cc.max("price", of="A")       # the current row is the max, or it is within 0.1 % of the max so far
+    max_ok = top.is_null() | (c >= 0.999 * top)
+    hand = (cc.Pattern.begin("A").where(first_incl_ok & max_vol_ok & max_ok).times_or_more(2).consecutive().greedy()
+            .next("B").where(c < 0.999 * cc.min("price", of="A")).skip(cc.SkipPastLastEvent()))
+    ref = cc.match(data, hand, key="symbol", time="rowtime", columns=["rowtime", "price", "volume"])
+    assert ref.num_rows > 50
+    # ALL ROWS PER MATCH: the matched rows, in order, with final measures
+    assert out.num_rows == ref.num_rows
+    assert out.column("rowtime").to_pylist() == ref.column("rowtime").to_pylist()
+    assert out.column("symbol").to_pylist() == ref.column("symbol").to_pylist()
+    mids = ref.column("match_id").to_numpy()
+    a_rows = [s == "A" for s in ref.column("stage").to_pylist()]
+    first_t = {}
+    for m, t, is_a in zip(mids, ref.column("rowtime").to_pylist(), a_rows):
+        if is_a:
+            first_t.setdefault(m, t)
+    assert out.column("t0").to_pylist() == [first_t[m] for m in mids]
+    assert set(out.column("n").to_pylist()) <= set(range(2, 100)) and min(out.column("n").to_pylist()) == 2
+
+
+def test_prev_and_next_are_physical_offsets_in_the_partition():
+    data = random_ticks(2000)
+    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+                     MEASURES A.rowtime AS t, PREV(A.price) AS before, NEXT(A.price, 2) AS after2,
+                              MATCH_NUMBER() AS n, CLASSIFIER() AS cls
+                     AFTER MATCH SKIP PAST LAST ROW
+                     PATTERN (A) DEFINE A AS PREV(A.price) < A.price AND PREV(price, 2) < PREV(price)
+                                             AND NEXT(price) < A.price)""", T=data)
+    # by hand, per symbol
+    d = data.to_pydict()
+    want = []
+    per = {}
+    for i, s in enumerate(d["symbol"]):
+        per.setdefault(s, []).append(i)
+    for s, idx in per.items():
+        pr = [d["price"][i] for i in idx]
+        for j in range(2, len(idx) - 1):
+            if pr[j - 1] < pr[j] and pr[j - 2] < pr[j - 1] and pr[j + 1] < pr[j]:
+                want.append((s, d["rowtime"][idx[j]], pr[j - 1], pr[j + 2] if j + 2 < len(idx) else None))
+    got = [(r["symbol"], r["t"], r["before"], r["after2"]) for r in out.to_pylist()]
+    assert len(want) > 50 and sorted(got) == sorted(want)
+    assert set(out.column("cls").to_pylist()) == {"A"}
+    for s in per:     # MATCH_NUMBER counts 1, 2, ... per partition
+        nums = [r["n"] for r in out.to_pylist() if r["symbol"] == s]
+        assert nums == list(range(1, len(nums) + 1))
+
+
+def test_one_row_measures_against_the_match_rows():
+    data = random_ticks(2500, seed=11)
+    q = """SELECT M.symbol, M.s, M.cls, M.cnt, M.spread AS spread FROM T MATCH_RECOGNIZE (
+             PARTITION BY symbol ORDER BY rowtime
+             MEASURES FIRST(UP.price) AS s, LAST(UP.price, 1) AS before_top, CLASSIFIER() AS cls,
+                      COUNT(*) AS cnt, MAX(UP.price) - MIN(UP.price) AS spread
+             AFTER MATCH SKIP PAST LAST ROW
+             PATTERN (UP{3,}? DOWN)
+             DEFINE UP AS LAST(UP.price, 1) IS NULL OR UP.price > LAST(UP.price, 1),
+                    DOWN AS DOWN.price < LAST(UP.price, 2)) AS M"""
+    out = cc.sql(q, T=data)
+    assert out.column_names == ["symbol", "s", "cls", "cnt", "spread"]
+    # DOWN's LAST(UP.price, 2) is the partition's row three before DOWN (a match is contiguous):
+    # a lag column computed here by hand
+    d = data.to_pydict()
+    lag3, seen = [None] * data.num_rows, {}
+    for i, s in enumerate(d["symbol"]):
+        h = seen.setdefault(s, [])
+        lag3[i] = d["price"][h[-3]] if len(h) >= 3 else None
+        h.append(i)
+    hand = (cc.Pattern.begin("UP").where(last("price", of="UP").is_null() | (col("price") > last("price", of="UP")))
+            .times_or_more(3).consecutive()
+            .next("DOWN").where(col("price") < col("lag3")).skip(cc.SkipPastLastEvent()))
+    ref = cc.match(data.append_column("lag3", pa.array(lag3, pa.float64())), hand, key="symbol", time="rowtime",
+                   columns=["price"])
+    d = ref.to_pydict()
+    groups = {}
+    for m, s, st, p in zip(d["match_id"], d["symbol"], d["stage"], d["price"]):
+        groups.setdefault(m, []).append((st, p, s))
+    want = list(groups.values())
+    assert out.num_rows == len(want) > 10
+    assert out.column("cls").to_pylist() == ["DOWN"] * out.num_rows
+    assert out.column("symbol").to_pylist() == [r[0][2] for r in want]
+    assert out.column("cnt").to_pylist() == [len(r) for r in want]
+    assert out.column("s").to_pylist() == [r[0][1] for r in want]
+    ups = [[p for st, p, _ in r if st == "UP"] for r in want]
+    assert out.column("spread").to_pylist() == pytest.approx([max(u) - min(u) for u in ups])
+
+
+def test_inputs_pandas_polars_and_int_time():
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    t = ticker([12, 17, 13, 16, 25, 2, 4, 10, 15, 25, 25, 30])
+    q = """SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+            MEASURES AVG(A.price) AS avgPrice AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ B)
+            DEFINE A AS AVG(A.price) < 15)"""
+    want = [14.5, 13.5]
+    assert cc.sql(q, Ticker=t.to_pandas()).column("avgPrice").to_pylist() == want
+    assert cc.sql(q, Ticker=pl.from_arrow(t)).column("avgPrice").to_pylist() == want
+    ints = t.set_column(1, "rowtime", pa.array(np.arange(t.num_rows) * 1000, pa.int64()))
+    assert cc.sql(q, Ticker=ints).column("avgPrice").to_pylist() == want
+    # unsorted input and several partition columns
+    two = pa.concat_tables([t, t.set_column(0, "symbol", pa.array(["B"] * t.num_rows))])
+    two = two.append_column("venue", pa.array(["x"] * two.num_rows)).take(np.random.default_rng(1).permutation(two.num_rows))
+    out = cc.sql(q.replace("PARTITION BY symbol", "PARTITION BY symbol, venue"), Ticker=two)
+    assert sorted(out.to_pylist(), key=lambda r: (r["symbol"], r["avgPrice"])) == [
+        {"symbol": "ACME", "venue": "x", "avgPrice": 13.5}, {"symbol": "ACME", "venue": "x", "avgPrice": 14.5},
+        {"symbol": "B", "venue": "x", "avgPrice": 13.5}, {"symbol": "B", "venue": "x", "avgPrice": 14.5}]
+
+
+def test_no_match_gives_an_empty_table_with_the_columns():
+    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+                    MEASURES A.price AS p, COUNT(*) AS n PATTERN (A B) DEFINE A AS price > 1000)""",
+                 T=ticker([1, 2, 3]))
+    assert out.num_rows == 0 and out.column_names == ["symbol", "p", "n"]
+
+
+# ----------------------------------------------------------------------------- errors name the clause and the token
+@pytest.mark.parametrize("query, message", [
+    ("SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A | B))",
+     "PATTERN: alternation is not supported"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B??))", "PATTERN: the reluctant optional"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A*))", "PATTERN: a pattern that can match no row"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A (B C)+ D))",
+     "PATTERN: a greedy quantifier on a group is not supported (Flink CEP has no greedy group patterns); make it "
+     "reluctant, e.g. (A B)+? (at '(...)+')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B A))", "PATTERN: a variable can appear only once"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (PERMUTE(A, B)))", "PATTERN: PERMUTE is not supported"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (PATTERN (A B))", "ORDER BY: MATCH_RECOGNIZE needs ORDER BY"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime DESC PATTERN (A B))", "ORDER BY: the time column must be in "
+     "ascending order"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE C AS price > 1)",
+     "DEFINE: 'C' is not a variable of the PATTERN (A, B) (at 'C')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS B.prize > 1)",
+     "DEFINE B: no column 'prize' in the input"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS MEDIAN(B.price) > 1)",
+     "DEFINE B: unsupported function MEDIAN() (at 'MEDIAN(B.price)')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS B.price > Z.price)",
+     "DEFINE B: 'Z' is not a pattern variable"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A+ B C) DEFINE C AS C.price > FIRST(A.price, 2))",
+     "DEFINE C: FIRST(..., 2) is not supported here"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES MEDIAN(A.price) AS m PATTERN (A B))",
+     "MEASURES m: unsupported function MEDIAN() (at 'MEDIAN(A.price)')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES Q.price AS q PATTERN (A B))",
+     "MEASURES q: 'Q' is not a pattern variable"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime AFTER MATCH SKIP TO LAST Q PATTERN (A B))",
+     "AFTER MATCH SKIP: 'Q' is not a pattern variable"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) WITHIN INTERVAL '1' FORTNIGHT)",
+     "WITHIN: expected INTERVAL"),
+    ("SELECT * FROM U MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B))", "FROM: unknown table 'U'"),
+    ("SELECT * FROM T", "FROM: expected MATCH_RECOGNIZE"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B)) WHERE x > 1", "WHERE: only SELECT"),
+    ("SELECT x + 1 FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES A.price AS x PATTERN (A B))",
+     "SELECT: only columns of the MATCH_RECOGNIZE output"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS (B.price > 1)",
+     "syntax error at line 1"),
+])
+def test_errors(query, message):
+    with pytest.raises(SqlError) as ei:
+        cc.sql(query, T=ticker([1, 2, 3]))
+    assert message in str(ei.value), str(ei.value)
+    assert isinstance(ei.value, cc.PatternError)
