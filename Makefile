@@ -1,24 +1,33 @@
-# Two entry points for a fresh machine (Python 3.11+, Java 17 for Spark):
-#   make scan   set up, generate ticks and scan them on local Spark
-#   make test   set up and run the test suite
+# Entry points for a fresh machine (Python 3.11+, Java 17 for Spark):
+#   make scan                      set up, generate ticks, scan them on local Spark, draw out/matches.png
+#   make test                      set up and run the test suite
+#   make example NAME=paper_query3 run one of examples/ (ARGS="--spark --events 100000" passes options)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
+EXAMPLES = $(filter-out _%,$(basename $(notdir $(wildcard examples/*.py))))
 
 $(VENV)/.installed: pyproject.toml
+	@echo "make: setting up $(VENV) (numpy, numba, pyarrow, pyspark, matplotlib, test tools; a minute or two the first time) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	@echo "make: $(VENV) is ready (activate it with: source $(VENV)/bin/activate)"
 	touch $@
 
-.PHONY: setup test scan bench clean
+.PHONY: setup test scan example bench clean
 setup: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 scan: $(VENV)/.installed
-	$(VENV)/bin/colcep scan --generate 1000000 --symbols 100 --pattern paper_query3 --out out/matches
+	$(VENV)/bin/colcep scan --events 1000000 --symbols 100 --pattern paper_query3 --out out/matches
+
+example: $(VENV)/.installed
+	@if [ -z "$(NAME)" ] || [ ! -f "examples/$(NAME).py" ]; then \
+	  echo "usage: make example NAME=<name> [ARGS='...'], one of: $(EXAMPLES)"; exit 2; fi
+	$(PY) examples/$(NAME).py $(ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) asv_bench/table.py

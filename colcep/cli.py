@@ -481,7 +481,7 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
 def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
     """``<out>.png`` beside the output, or None (matplotlib missing / nothing to draw)."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 - only whether it is installed
     except ImportError:
         rep.step("no picture: matplotlib is not installed (pip install 'colcep[plot]')")
         return None
@@ -563,9 +563,54 @@ def _spark_session(job: ScanJob, rep: Reporter):
         return SparkSession.builder.appName("colcep scan").getOrCreate(), True
     n = int(job.cores or os.cpu_count() or 1)
     rep.step(f"starting local Spark (local[{n}]; the JVM takes a few seconds) ...")
-    with rep.ticking("starting local Spark"):
+    with rep.ticking("starting local Spark"), _jvm_start_up_noise_filtered():
         s = local_session(job.cores, progress=False, app_name="colcep scan")
     return s, True
+
+
+#: What the JVM and Spark's launcher print on every start, which says nothing to a user.
+_JVM_NOISE = ("WARNING: Using incubator modules", "Setting default log level to",
+              "To adjust logging level use sc.setLogLevel", "NativeCodeLoader: Unable to load native-hadoop")
+
+
+@contextlib.contextmanager
+def _jvm_start_up_noise_filtered() -> Iterator[None]:
+    """Start the JVM with its stderr going through a filter that drops the start-up lines of
+    ``_JVM_NOISE`` and passes everything else (errors included) to this process's stderr, for
+    the JVM's whole life. Python's own stderr is restored as soon as the block ends."""
+    try:
+        saved = os.dup(2)
+        r, w = os.pipe()
+    except OSError:  # pragma: no cover - no file descriptors to play with
+        yield
+        return
+    out = os.dup(saved)
+
+    def forward() -> None:
+        with os.fdopen(r, "rb", buffering=0) as src:
+            pending = b""
+            while True:
+                chunk = src.read(4096)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for ln in lines:
+                    if not any(n.encode() in ln for n in _JVM_NOISE):
+                        os.write(out, ln + b"\n")
+            if pending:
+                os.write(out, pending)
+
+    threading.Thread(target=forward, daemon=True, name="colcep-jvm-stderr").start()
+    sys.stderr.flush()
+    os.dup2(w, 2)
+    os.close(w)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def in_process_hint(master: str, owned: bool, rows: int | None, session_seconds: float) -> str | None:
@@ -621,8 +666,9 @@ class _SparkWatch:
             tasks = ", ".join(f"stage {s.stageId}: {s.numCompletedTasks}/{s.numTasks} tasks done, "
                               f"{s.numActiveTasks} running" for s in stages) or "between stages"
             of = f"/{_num(self.total)}" if self.total else ""
-            pct = f"{100.0 * rows / self.total:5.1f}% " if self.total else ""
-            self.rep.meter(f"Spark {tasks}; matched {pct}{_num(rows)}{of} rows, {_num(rows / max(el, 1e-9))} rows/s, "
+            pct = f"{100.0 * rows / self.total:.0f}% = " if self.total else ""
+            rate = f", {_num(rows / max(el, 1e-9))} rows/s" if rows else ""
+            self.rep.meter(f"Spark {tasks} ({el:.0f} s); finished tasks matched {pct}{_num(rows)}{of} rows{rate}, "
                            f"{_num(matches)} matches so far")
 
 
@@ -657,6 +703,7 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
                                 batch_rows=job.batch_rows or 500_000, **_spec_kwargs(job))
             how = "Parquet read by the executors with pyarrow"
         else:
+            rep.step(f"reading the input's schema ({fmt.upper()}, a Spark job) ...")
             reader = spark.read
             if fmt == "csv":
                 from pyspark.sql.pandas.types import from_arrow_schema
@@ -826,7 +873,7 @@ def _cmd_scan(a: argparse.Namespace) -> int:
             raise InputError("give either input paths or --events N (synthetic ticks), not both")
         suffix = "" if a.by_key else ".parquet"
         data = Path(a.data) if a.data else \
-            Path(a.out).resolve().parent / f"ticks_{a.events}x{a.symbols}_seed{a.seed}{suffix}"
+            Path(a.out).parent / f"ticks_{a.events}x{a.symbols}_seed{a.seed}{suffix}"
         if data.exists():
             rep.step(f"reusing the ticks in {data}")
         else:
@@ -842,7 +889,8 @@ def _cmd_scan(a: argparse.Namespace) -> int:
                   time=a.time or defaults.get("time", "ts"), seq=a.seq if a.seq is not None else defaults.get("seq"),
                   columns=columns, description=desc, timeouts=a.timeouts, in_process=a.in_process, direct=a.direct,
                   partitions=a.partitions, batch_rows=a.batch_rows, cores=a.cores, progress=a.progress, top=a.top,
-                  time_unit=a.time_unit, overwrite=a.overwrite, quiet=a.quiet, picture=a.plot)
+                  time_unit=a.time_unit or ('ms' if a.events is not None else None),  # generated ticks: ms
+                  overwrite=a.overwrite, quiet=a.quiet, picture=a.plot)
     summary = run_scan(job, rep)
     if a.json:
         print(json.dumps(summary, indent=1, default=str))

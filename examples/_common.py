@@ -35,11 +35,11 @@ def run(pattern: colcep.Pattern, doc: str, columns: Sequence[str], argv: Sequenc
 
         spark = local_session()
         df = spark.createDataFrame(ticks)
-        out = match(df, pattern, key="name", time="ts", columns=list(columns), seq="id").toArrow()
+        out = match(df, pattern, key="name", time="ts", columns=list(columns), seq="id", time_unit="ms").toArrow()
         out = out.sort_by("match_id")
         engine = f"Spark {spark.sparkContext.master}"
     else:
-        out = colcep.match(ticks, pattern, key="name", time="ts", columns=list(columns))
+        out = colcep.match(ticks, pattern, key="name", time="ts", columns=list(columns), time_unit="ms")
         engine = "in-process"
     secs = time.perf_counter() - t0
     s = summarize(out, "name", top=5)
