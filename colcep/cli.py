@@ -703,7 +703,7 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
                                 batch_rows=job.batch_rows or 500_000, **_spec_kwargs(job))
             how = "Parquet read by the executors with pyarrow"
         else:
-            rep.step(f"reading the input's schema ({fmt.upper()}, a Spark job) ...")
+            rep.step(f"reading the input's schema ({'Parquet' if fmt == 'parquet' else 'CSV'}, a Spark job) ...")
             reader = spark.read
             if fmt == "csv":
                 from pyspark.sql.pandas.types import from_arrow_schema
