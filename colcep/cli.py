@@ -480,9 +480,9 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
 
 def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
     """``<out>.png`` beside the output, or None (matplotlib missing / nothing to draw)."""
-    try:
-        import matplotlib  # noqa: F401 - only whether it is installed
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
         rep.step("no picture: matplotlib is not installed (pip install 'colcep[plot]')")
         return None
     from colcep.plot import plot_scan, scan_picture_path
