@@ -413,3 +413,36 @@ def test_errors(query, message):
         cc.sql(query, T=ticker([1, 2, 3]))
     assert message in str(ei.value), str(ei.value)
     assert isinstance(ei.value, cc.PatternError)
+
+
+# ----------------------------------------------------------------------------- on Spark
+SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
+    {partition} ORDER BY ts, id
+    MEASURES FIRST(UP.ts) AS start_ts, LAST(UP.price) AS top, COUNT(UP.price) AS ups, DOWN.price AS dropped_to,
+             MATCH_NUMBER() AS n, CLASSIFIER() AS cls, PREV(UP.price) AS before_top
+    {rows} AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (UP{{2,}} DOWN) WITHIN INTERVAL '1' SECOND
+    DEFINE UP AS UP.price > PREV(UP.price), DOWN AS DOWN.price < 0.9995 * UP.price)"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("partition, rows", [("PARTITION BY name", ""), ("PARTITION BY name", "ALL ROWS PER MATCH"),
+                                             ("", "")])
+def test_spark_equals_in_process(partition, rows):
+    from colcep.spark import local_session
+    from colcep.spark_sql import sql as spark_sql
+    from colcep.ticks import make_ticks
+
+    spark = local_session(2)
+    ticks = make_ticks(20_000 if partition else 3_000, symbols=10 if partition else 1, seed=4)
+    q = SPARK_QUERY.format(partition=partition, rows=rows)
+    want = cc.sql(q, ticks=ticks)
+    df = spark.createDataFrame(ticks).repartition(3)
+    got = spark_sql(q, ticks=df)
+    assert got.columns == want.column_names
+    key = lambda r: tuple((v is None, v) for v in r.values())  # noqa: E731
+    assert want.num_rows > 20
+    assert sorted(got.toArrow().to_pylist(), key=key) == sorted(want.to_pylist(), key=key)
+    # a temporary view works as well
+    df.createOrReplaceTempView("ticks")
+    assert spark_sql(q, spark).count() == want.num_rows

@@ -1,0 +1,75 @@
+"""SQL ``MATCH_RECOGNIZE`` on Spark DataFrames: the same query as :func:`colcep.sql`, run per
+partition inside Spark (open-source Spark has no MATCH_RECOGNIZE)::
+
+    from colcep.spark import local_session
+    from colcep.spark_sql import sql
+    spark = local_session()
+    ticks_df.createOrReplaceTempView("ticks")
+    out = sql('''SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY name ORDER BY ts ...)''', spark)
+    # or sql(query, ticks=ticks_df)
+
+``PARTITION BY`` columns become ``groupBy(...).applyInArrow``: each partition's rows reach one
+Python task as an Arrow table, which ``colcep.sql`` matches (measures, MATCH_NUMBER and PREV /
+NEXT are per partition, so the result equals the in-process one). Without ``PARTITION BY`` the
+whole table goes to one task. A partition must fit in a task's memory; for very large keyed
+scans use :func:`colcep.spark.match` with a Pattern (``colcep.sql_match.compile_query``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from .sql_match import _analyse
+from .sql_match import sql as _sql
+
+
+def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
+    """Run a MATCH_RECOGNIZE query on Spark; returns a Spark DataFrame. ``tables`` maps the
+    query's table name to a DataFrame; a name not given is read with ``spark.table(name)``
+    (a temporary view or catalog table)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from .spark import _to_arrow
+
+    q = _analyse(query, None)
+    if q.table in tables:
+        df = tables[q.table]
+        spark = spark or df.sparkSession
+    else:
+        spark = spark or SparkSession.getActiveSession()
+        if spark is None:
+            raise ValueError(f"no DataFrame for table {q.table!r} and no Spark session to read it from")
+        df = spark.table(q.table)
+    in_schema = _to_arrow(spark, df.schema)
+    # the output schema: the query over no rows (also checks the query before Spark runs it)
+    out_schema = _sql(query, time_unit=time_unit, **{q.table: in_schema.empty_table()}).schema
+    out_schema = pa.schema([f.with_type(pa.float64()) if pa.types.is_null(f.type) else f for f in out_schema])
+    spark_schema = from_arrow_schema(out_schema)
+    run = _Run(query, q.table, time_unit, out_schema)
+    if q.partition:
+        def run_group(tbl: pa.Table) -> pa.Table:   # type hints: how pyspark picks the Arrow table API
+            return run(tbl)
+        return df.groupBy(*q.partition).applyInArrow(run_group, spark_schema)
+    return df.repartition(1).mapInArrow(run.batches, spark_schema)
+
+
+class _Run:
+    """The function Spark calls: one partition's rows in, its MATCH_RECOGNIZE output out."""
+
+    def __init__(self, query: str, table: str, time_unit: str, schema: pa.Schema):
+        self.query, self.table, self.time_unit, self.schema = query, table, time_unit, schema
+
+    def __call__(self, tbl: pa.Table) -> pa.Table:
+        out = _sql(self.query, time_unit=self.time_unit, **{self.table: tbl})
+        return pa.table([out.column(f.name).cast(f.type) for f in self.schema], schema=self.schema)
+
+    def batches(self, it):
+        batches = list(it)
+        if not batches:
+            return
+        yield from self(pa.Table.from_batches(batches)).to_batches()
+
+
+__all__ = ["sql"]
