@@ -261,7 +261,7 @@ class Reporter:
         def tick():
             while not stop.wait(0.5):
                 el = time.perf_counter() - t0
-                of = f" of ~{_duration(expected)}" if expected else ""
+                of = (f" of ~{expected / 60:.0f} min" if expected >= 60 else f" of ~{expected:.0f} s") if expected else ""
                 self.meter(f"{what}: {el:.0f} s{of} ...")
 
         th = threading.Thread(target=tick, daemon=True)
@@ -408,22 +408,29 @@ def _default_seq(schema: pa.Schema, job: ScanJob) -> str | None:
 
 def _spec_and_kernels(job: ScanJob, data, seq: str | None):
     """Validate the job against the input's schema and get the kernels ready: ``arrow_spec``
-    loads (or compiles) the step kernel, then a few thousand input rows run through a
-    throw-away stream so that every kernel a scan calls is compiled here, in the step that
-    says so, and not in the middle of the scan."""
+    loads (or compiles) the step kernel, then some 33,000 input rows run through a throw-away
+    stream so that every kernel specialisation a scan calls is compiled here, in the step that
+    says so, and not in the middle of the scan (or in every Spark worker)."""
     from colcep.spark import ROW_COL, KeyedStream, arrow_spec
 
     spec = arrow_spec(data.schema, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
                       **_spec_kwargs(job))
     try:
-        sample = data.head(4096, columns=[c for c in spec.in_schema.names if c != ROW_COL])
+        from colcep import matcher
+
+        # more rows than one kernel call takes: a batch split into calls passes its column
+        # matrices as slices (another Numba specialisation than a whole small batch)
+        rows = 2 * int(getattr(matcher, "CHUNK_ROWS", 1 << 14)) + 1
+        sample = data.head(rows, columns=[c for c in spec.in_schema.names if c != ROW_COL])
         if seq is None:
             sample = sample.append_column(ROW_COL, pa.array(np.arange(sample.num_rows, dtype=np.int64)))
         sample = sample.drop_null()
         sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
-        stream = KeyedStream(spec)
-        stream.feed(sample.take(pc.sort_indices(sample, sort_keys=sort)))
-        stream.finish()
+        sample = sample.take(pc.sort_indices(sample, sort_keys=sort))
+        for part in (sample, sample.slice(0, 1000)):  # split into kernel calls, and one call
+            stream = KeyedStream(spec)
+            stream.feed(part)
+            stream.finish()
     except ColcepError:
         pass  # the scan itself reports what is wrong with the input, with the row
     return spec
