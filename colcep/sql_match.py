@@ -31,7 +31,8 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   and 1 for ``LAST`` of the variable being defined), running aggregates ``SUM AVG MIN MAX
   COUNT`` over ``X.col`` (including the current row when ``X`` is the variable being defined) or
   over all rows so far (``SUM(col)``), arithmetic, comparisons, ``AND OR NOT``, ``IS [NOT] NULL``,
-  ``IN``, ``BETWEEN``. ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical
+  ``IN``, ``BETWEEN``. In DEFINE, ``COUNT(X.col)`` counts rows and a running ``AVG`` divides by
+  them, nulls in ``col`` included (colcep's ``count`` counts events); MEASURES skip nulls. ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical
   offsets within the partition, which may fall outside the match: over a whole table colcep
   computes them as lag / lead columns of the partition before matching.
 - ``MEASURES`` (final values): ``X.col`` (the last row of ``X``), ``FIRST``/``LAST(X.col, n)``,
@@ -489,8 +490,8 @@ class _Define:
         isnull, notnull = c.is_null(), ~c.is_null()
         if func == "sum":
             return [(isnull, so_far), (notnull, so_far + c)]
-        if func == "count":
-            return [(isnull, so_far), (notnull, so_far + 1)]
+        if func == "count":        # colcep's count counts rows (see the module docstring)
+            return [(None, so_far + 1)]
         if func == "avg":
             s, n = _make_agg("sum", name, tuple(of)), _make_agg("count", name, tuple(of))
             return [(isnull, so_far), (notnull, (s + c) / (n + 1))]
