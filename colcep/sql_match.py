@@ -31,7 +31,8 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   and 1 for ``LAST`` of the variable being defined), running aggregates ``SUM AVG MIN MAX
   COUNT`` over ``X.col`` (including the current row when ``X`` is the variable being defined) or
   over all rows so far (``SUM(col)``), arithmetic, comparisons, ``AND OR NOT``, ``IS [NOT] NULL``,
-  ``IN``, ``BETWEEN``. In DEFINE, ``COUNT(X.col)`` counts rows and a running ``AVG`` divides by
+  ``IN``, ``BETWEEN``. Aggregates, ``FIRST`` and ``LAST`` also take arithmetic over one
+  variable's columns (``SUM(A.price * A.volume)``), computed as a column before matching. In DEFINE, ``COUNT(X.col)`` counts rows and a running ``AVG`` divides by
   them, nulls in ``col`` included (colcep's ``count`` counts events); MEASURES skip nulls. ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical
   offsets within the partition, which may fall outside the match: over a whole table colcep
   computes them as lag / lead columns of the partition before matching.
@@ -417,10 +418,14 @@ class _Define:
         raise _err(clause, node, f"unsupported expression ({type(node).__name__})")
 
     def _first_last(self, node, fn: str, args) -> Alts:
+        from sqlglot import exp
         clause = f"DEFINE {self.var}"
         if not args:
             raise _err(clause, node, f"{fn.upper()} needs a column")
-        table, name = self._col(args[0])
+        if isinstance(args[0], exp.Column):
+            table, name = self._col(args[0])
+        else:
+            table, name = self.helpers.expression(args[0], clause, self.vars, self.columns)
         n = self._offset(node, args)
         own = table is None or table == self.var
         of = self.vars if table is None else [table]
@@ -478,9 +483,10 @@ class _Define:
             return [(None, count(of=of) + 1 if own else count(of=of))]
         if isinstance(arg, exp.Distinct):
             raise _err(clause, node, "DISTINCT aggregates are not supported (as in Flink)")
-        if not isinstance(arg, exp.Column):
-            raise _err(clause, node, "aggregates take a column (aggregates over expressions are not supported yet)")
-        table, name = self._col(arg)
+        if isinstance(arg, exp.Column):
+            table, name = self._col(arg)
+        else:
+            table, name = self.helpers.expression(arg, clause, self.vars, self.columns)
         own = table is None or table == self.var
         of = self.vars if table is None else [table]
         so_far = _make_agg(func, name, tuple(of))
@@ -513,16 +519,61 @@ class _Define:
 
 
 class _Helpers:
-    """Columns colcep adds before matching: lag / lead columns for PREV / NEXT."""
+    """Columns colcep adds before matching: lag / lead columns for PREV / NEXT, and the values
+    of expressions that aggregates, FIRST and LAST take (``SUM(A.price * A.volume)``)."""
 
     def __init__(self):
         self.shifts: dict[tuple[str, int], str] = {}
+        self.derived: dict[str, tuple[str, Any]] = {}     # expression text -> (column, expression)
 
     def shifted(self, column: str, k: int) -> str:
         key = (column, k)
         if key not in self.shifts:
             self.shifts[key] = f"__colcep_{'prev' if k < 0 else 'next'}{abs(k)}_{column}"
         return self.shifts[key]
+
+    def expression(self, node, clause: str, variables: list[str], columns: list[str]) -> tuple[str | None, str]:
+        """(the variable the expression reads, or None; the helper column holding its value)."""
+        from sqlglot import exp
+        tables = set()
+        for c in node.find_all(exp.Column):
+            if isinstance(c.this, exp.Star):
+                raise _err(clause, node, "* inside an expression")
+            if c.table and c.table not in variables:
+                raise _err(clause, c, f"{c.table!r} is not a pattern variable ({', '.join(variables)})")
+            if c.name not in columns:
+                raise _err(clause, c, f"no column {c.name!r} in the input")
+            tables.add(c.table or None)
+        if len(tables) > 1:
+            raise _err(clause, node, "an expression inside an aggregate, FIRST or LAST must read one pattern "
+                       "variable (as in Flink: SUM(A.price * A.tax), not AVG(A.price * B.tax))")
+        for n in node.walk():
+            if not isinstance(n, (exp.Column, exp.Identifier, exp.Literal, exp.Add, exp.Sub, exp.Mul, exp.Div,
+                                  exp.Neg, exp.Paren)):
+                raise _err(clause, n, "only arithmetic (+ - * /) of columns and numbers inside an aggregate, "
+                           "FIRST or LAST")
+        bare = node.copy()
+        for c in bare.find_all(exp.Column):
+            c.set("table", None)
+        key = bare.sql()
+        if key not in self.derived:
+            self.derived[key] = (f"__colcep_expr{len(self.derived)}", bare)
+        return (next(iter(tables)) if tables else None), self.derived[key][0]
+
+
+def _arrow_eval(node, tbl: pa.Table):
+    """The value of an arithmetic expression over a table's columns (float64)."""
+    from sqlglot import exp
+    if isinstance(node, exp.Paren):
+        return _arrow_eval(node.this, tbl)
+    if isinstance(node, exp.Column):
+        return pc.cast(tbl.column(node.name), pa.float64())
+    if isinstance(node, exp.Literal):
+        return pa.scalar(float(node.this), pa.float64())
+    if isinstance(node, exp.Neg):
+        return pc.negate(_arrow_eval(node.this, tbl))
+    f = {exp.Add: pc.add, exp.Sub: pc.subtract, exp.Mul: pc.multiply, exp.Div: pc.divide}[type(node)]
+    return f(_arrow_eval(node.this, tbl), _arrow_eval(node.expression, tbl))
 
 
 # ============================================================================ the query
@@ -651,7 +702,8 @@ def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
 
 def compile_query(query: str, columns: list[str]) -> Pattern:
     """The Pattern a MATCH_RECOGNIZE query runs, for input with these columns (PREV / NEXT
-    read helper columns ``__colcep_prev<k>_<col>`` that :func:`sql` adds)."""
+    read helper columns ``__colcep_prev<k>_<col>`` / ``__colcep_next<k>_<col>``, and aggregates
+    over expressions ``__colcep_expr<i>``, that :func:`sql` adds before matching)."""
     q = _analyse(query, None)
     helpers = _Helpers()
     cx = _Define(q.variables, columns, helpers, q.items)
@@ -712,6 +764,9 @@ def sql(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
         else:
             key = "__colcep_key"
             work = work.append_column(key, pa.array(key_codes))
+    for hname, node in helpers.derived.values():      # expressions inside aggregates, FIRST, LAST
+        v = _arrow_eval(node, work)
+        work = work.append_column(hname, v if not isinstance(v, pa.Scalar) else pa.array([v.as_py()] * n, pa.float64()))
     # lag / lead columns per partition (PREV / NEXT)
     if helpers.shifts:
         by_key = np.argsort(key_codes, kind="stable")
@@ -749,6 +804,10 @@ class _Measures:
                            f"({', '.join(self.q.variables)})")
             if c.name not in self.columns:
                 raise _err(f"MEASURES {name}", c, f"no column {c.name!r} in the input")
+        for f in node.find_all(exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.First, exp.Last):
+            arg = f.this
+            if arg is not None and not isinstance(arg, (exp.Column, exp.Star, exp.Distinct)):
+                self.helpers.expression(arg, f"MEASURES {name}", self.q.variables, self.columns)
         for f in node.find_all(exp.Anonymous, exp.Func):
             fn = f.name.upper() if isinstance(f, exp.Anonymous) else type(f).__name__.upper()
             if fn in ("PREV", "NEXT", "LAG", "LEAD"):
@@ -918,8 +977,8 @@ class _Measures:
             if isinstance(arg, exp.Distinct):
                 raise _err(clause, node, "DISTINCT aggregates are not supported (as in Flink)")
             if not isinstance(arg, exp.Column):
-                raise _err(clause, node, "aggregates take a column (aggregates over expressions are not supported "
-                           "yet)")
+                var, hname = self.helpers.expression(arg, clause, self.q.variables, self.columns)
+                return self._agg(func, hname, var)
             return self._agg(func, arg.name, arg.table or None)
         if isinstance(node, exp.Anonymous) or (isinstance(node, exp.Func) and type(node).__name__.upper() in
                                                 ("PREV", "NEXT", "LAG", "LEAD")):
@@ -945,7 +1004,7 @@ class _Measures:
 
     def _first_last(self, clause: str, node, from_end: bool, args) -> pa.Array:
         from sqlglot import exp
-        if not args or not isinstance(args[0], exp.Column):
+        if not args:
             raise _err(clause, node, "FIRST / LAST take a column")
         n = 0
         if len(args) > 1:
@@ -954,6 +1013,9 @@ class _Measures:
                 raise _err(clause, node, "the offset must be a non-negative integer literal")
             n = int(a.this)
         c = args[0]
+        if not isinstance(c, exp.Column):
+            var, hname = self.helpers.expression(c, clause, self.q.variables, self.columns)
+            return self._gather(hname, self._nth(var, n, from_end))
         return self._gather(c.name, self._nth(c.table or None, n, from_end))
 
 

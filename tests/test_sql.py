@@ -340,6 +340,34 @@ def test_one_row_measures_against_the_match_rows():
     assert out.column("spread").to_pylist() == pytest.approx([max(u) - min(u) for u in ups])
 
 
+def test_aggregates_over_expressions_vwap():
+    """SUM(A.price * A.volume) / SUM(A.volume): the expression becomes a column before matching."""
+    data = random_ticks(3000, seed=8)
+    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+                     MEASURES SUM(A.price * A.volume) / SUM(A.volume) AS vwap, LAST(B.price - 2 * B.volume) AS x,
+                              COUNT(A.price) AS n
+                     AFTER MATCH SKIP PAST LAST ROW
+                     PATTERN (A{3,}? B)
+                     DEFINE A AS SUM(A.price * A.volume) < 1000000,
+                            B AS B.price > 1.0005 * SUM(A.price * A.volume) / SUM(A.volume))""", T=data)
+    t = data.append_column("pv", pa.array([p * v for p, v in zip(data.column("price").to_pylist(),
+                                                                 data.column("volume").to_pylist())]))
+    hand = (cc.Pattern.begin("A").where(cc.sum("pv", of="A") + col("pv") < 1_000_000).times_or_more(3).consecutive()
+            .next("B").where(col("price") > 1.0005 * cc.sum("pv", of="A") / cc.sum("volume", of="A"))
+            .skip(cc.SkipPastLastEvent()))
+    ref = cc.match(t, hand, key="symbol", time="rowtime", columns=["price", "volume"]).to_pydict()
+    by = {}
+    for m, st, p, v in zip(ref["match_id"], ref["stage"], ref["price"], ref["volume"]):
+        by.setdefault(m, []).append((st, p, v))
+    want = [(sum(p * v for s, p, v in r if s == "A") / sum(v for s, p, v in r if s == "A"),
+             [p - 2 * v for s, p, v in r if s == "B"][0], sum(s == "A" for s, _, _ in r)) for r in by.values()]
+    assert len(want) > 10
+    got = list(zip(out.column("vwap").to_pylist(), out.column("x").to_pylist(), out.column("n").to_pylist()))
+    assert [g[2] for g in got] == [w[2] for w in want]
+    assert [g[0] for g in got] == pytest.approx([w[0] for w in want])
+    assert [g[1] for g in got] == pytest.approx([w[1] for w in want])
+
+
 def test_inputs_pandas_polars_and_int_time():
     pd = pytest.importorskip("pandas")
     pl = pytest.importorskip("polars")
@@ -388,6 +416,8 @@ def test_no_match_gives_an_empty_table_with_the_columns():
      "DEFINE B: no column 'prize' in the input"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS MEDIAN(B.price) > 1)",
      "DEFINE B: unsupported function MEDIAN() (at 'MEDIAN(B.price)')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS AVG(A.price * B.tax) > 1)",
+     "DEFINE B: an expression inside an aggregate, FIRST or LAST must read one pattern variable"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B) DEFINE B AS B.price > Z.price)",
      "DEFINE B: 'Z' is not a pattern variable"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A+ B C) DEFINE C AS C.price > FIRST(A.price, 2))",
