@@ -625,8 +625,8 @@ def in_process_hint(master: str, owned: bool, rows: int | None, session_seconds:
     input is small enough for one process (``rows`` None: unknown, e.g. CSV)."""
     if not owned or not master.startswith("local") or (rows is not None and rows > IN_PROCESS_HINT_ROWS):
         return None
-    size = f"{_num(rows)} rows" if rows is not None else "this input"
-    return (f"{size} fit on one machine: --in-process skips Spark (it took {session_seconds:.0f} s to start here, "
+    size = f"{_num(rows)} rows fit" if rows is not None else "this input fits"
+    return (f"{size} on one machine: --in-process skips Spark (it took {session_seconds:.0f} s to start here, "
             "and each job adds its own overhead) and is usually several times faster at this size")
 
 

@@ -298,7 +298,7 @@ def test_in_process_hint():
 
     h = in_process_hint("local[2]", True, 200_000, 6.4)
     assert "200,000 rows fit on one machine: --in-process skips Spark (it took 6 s to start here" in h
-    assert "this input fit on one machine" in in_process_hint("local[*]", True, None, 6.4)
+    assert "this input fits on one machine" in in_process_hint("local[*]", True, None, 6.4)
     assert in_process_hint("local[2]", True, IN_PROCESS_HINT_ROWS + 1, 6.4) is None
     assert in_process_hint("local[2]", False, 1000, 6.4) is None  # a session the user gave us
     assert in_process_hint("spark://host:7077", True, 1000, 6.4) is None
