@@ -36,13 +36,14 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   them, nulls in ``col`` included (colcep's ``count`` counts events); MEASURES skip nulls. ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical
   offsets within the partition, which may fall outside the match: over a whole table colcep
   computes them as lag / lead columns of the partition before matching.
-- ``MEASURES`` (final values): ``X.col`` (the last row of ``X``), ``FIRST``/``LAST(X.col, n)``,
+- ``MEASURES`` (final values, or running ones with ALL ROWS PER MATCH, below): ``X.col`` (the last row of ``X``), ``FIRST``/``LAST(X.col, n)``,
   ``SUM AVG MIN MAX COUNT`` (``COUNT(*)``, ``COUNT(X.*)``), ``PREV``/``NEXT(X.col, k)`` (rows
   around the last row of ``X``), ``CLASSIFIER()``, ``MATCH_NUMBER()`` (1, 2, ... per
   partition), arithmetic. Unqualified columns range over the whole match.
 - ``ONE ROW PER MATCH`` (default): partition columns + measures. ``ALL ROWS PER MATCH``: one
-  row per matched row: partition columns, order columns, measures (final values; ``CLASSIFIER()``
-  is the row's variable), then the other input columns.
+  row per matched row: partition columns, order columns, measures, then the other input columns;
+  measures are ``RUNNING`` by default (SQL standard: over the match's rows up to this one, so
+  ``CLASSIFIER()`` is the row's variable), ``FINAL LAST(A.price)`` gives the match's final value.
 - ``AFTER MATCH SKIP PAST LAST ROW | TO NEXT ROW | TO FIRST x | TO LAST x | TO x``; without the
   clause, ``TO NEXT ROW`` (Calcite's and so Flink's default). Where Flink raises at run time
   when ``x`` has no row in the match, colcep does not skip.
@@ -688,14 +689,11 @@ def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
         define[name] = d.this
     measures = []
     for mnode in mr.args.get("measures") or []:
-        if mnode.args.get("window_frame"):
-            wf = str(mnode.args["window_frame"]).upper()
-            if wf == "RUNNING":
-                raise _err("MEASURES", mnode, "RUNNING measures are not supported; colcep gives FINAL values")
+        frame = str(mnode.args.get("window_frame") or "").upper() or None     # RUNNING | FINAL | None
         a = mnode.this
         if not isinstance(a, exp.Alias):
             raise _err("MEASURES", a, "each measure needs a name: <expression> AS name")
-        measures.append((a.alias, a.this))
+        measures.append((a.alias, a.this, frame))
     return _Query(tname, alias, list(tree.expressions), part, order[0], order, measures,
                   rows_s == "ALL ROWS PER MATCH", skip, items, variables, define, window)
 
@@ -736,7 +734,7 @@ def sql(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
     pattern = pattern.skip(q.skip)
     # measures may need lag / lead columns too: resolve them before the table is prepared
     ev = _Measures(q, columns, helpers)
-    for name, node in q.measures:
+    for name, node, _ in q.measures:
         ev.scan(name, node)
 
     # order: by time, then the tie breakers (stable), then the partition key
@@ -792,6 +790,7 @@ class _Measures:
         self.q = q
         self.columns = columns
         self.helpers = helpers
+        self.running = False
 
     # -- checking, and the lag / lead columns the measures need -----------------------
     def scan(self, name: str, node) -> None:
@@ -855,18 +854,19 @@ class _Measures:
         if not q.all_rows:
             for c in q.partition:
                 cols[c] = work.column(c).take(pa.array(first_row)) if self.nm else work.column(c).slice(0, 0)
-            for name, node in q.measures:
+            self.running = False          # ONE ROW PER MATCH: running and final values are the same
+            for name, node, _ in q.measures:
                 cols[name] = self._combine_chunks(self.value(name, node))
         else:
             ev_match = self.mpos
             take_ev = pa.array(self.rows)
             for c in q.partition + [c for c in q.order if c not in q.partition]:
                 cols[c] = work.column(c).take(take_ev)
-            for name, node in q.measures:
-                if isinstance(node, exp.Anonymous) and node.name.upper() == "CLASSIFIER":
-                    cols[name] = pa.array(self.stages.tolist(), pa.string())      # the row's variable
-                else:
-                    cols[name] = self._combine_chunks(self.value(name, node)).take(pa.array(ev_match))
+            for name, node, frame in q.measures:
+                # RUNNING (the default with ALL ROWS PER MATCH): over the match's rows up to this one
+                self.running = frame != "FINAL"
+                v = self._combine_chunks(self.value(name, node))
+                cols[name] = v if self.running else v.take(pa.array(ev_match))
             for c in self.columns:
                 if c not in cols:
                     cols[c] = work.column(c).take(take_ev)
@@ -906,7 +906,10 @@ class _Measures:
         return np.flatnonzero(self.stages == var)
 
     def _nth(self, var: str | None, n: int, from_end: bool) -> np.ndarray:
-        """Per match, the input row of the n-th first / last event of var (-1 if none)."""
+        """Per match (running: per event, over the match's events up to it), the input row of the
+        n-th first / last event of var (-1 if none)."""
+        if self.running:
+            return self._running_nth(var, n, from_end)
         sel = self._events_of(var)
         mp = self.mpos[sel]
         lo = np.searchsorted(mp, np.arange(self.nm), "left")
@@ -922,7 +925,52 @@ class _Measures:
         return self._combine_chunks(c.take(pa.array(rows, mask=rows < 0))) if len(rows) else \
             self._combine_chunks(c.slice(0, 0))
 
+    def _running_counts(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per event: how many events of ``mask`` its match has up to it, and how many before
+        the match (an index into ``flatnonzero(mask)``)."""
+        cs = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+        before = cs[self.starts][self.mpos] if len(self.mpos) else np.zeros(0, np.int64)
+        return cs[1:] - before, before
+
+    def _running_nth(self, var: str | None, n: int, from_end: bool) -> np.ndarray:
+        mask = np.ones(len(self.rows), bool) if var is None else (self.stages == var)
+        cnt, before = self._running_counts(mask)
+        pos = np.flatnonzero(mask)
+        k = cnt - 1 - n if from_end else np.full(len(cnt), n)
+        ok = (k >= 0) & (k < cnt)
+        out = np.full(len(cnt), -1, np.int64)
+        out[ok] = self.rows[pos[before[ok] + k[ok]]]
+        return out
+
+    def _running_agg(self, func: str, column: str | None, var: str | None) -> pa.Array:
+        mask = np.ones(len(self.rows), bool) if var is None else (self.stages == var)
+        if column is None:                                    # COUNT(*)
+            return pa.array(self._running_counts(mask)[0])
+        vals = self._gather(column, self.rows)
+        if not (pa.types.is_integer(vals.type) or pa.types.is_floating(vals.type)):
+            raise SqlError(f"MEASURES: a RUNNING {func.upper()} needs a numeric column, {column!r} is {vals.type}; "
+                           "use FINAL")
+        x = pc.cast(vals, pa.float64()).to_numpy(zero_copy_only=False)
+        m = mask & ~np.isnan(x)
+        n, _ = self._running_counts(m)
+        if func == "count":
+            return pa.array(n)
+        if func in ("sum", "avg"):
+            cs = np.concatenate([[0.0], np.cumsum(np.where(m, x, 0.0))])
+            tot = cs[1:] - (cs[self.starts][self.mpos] if len(self.mpos) else 0.0)
+            res = tot if func == "sum" else tot / np.maximum(n, 1)
+            arr = pa.array(res, mask=n == 0)
+            return arr.cast(vals.type) if func == "sum" and pa.types.is_integer(vals.type) else arr
+        y = np.where(m, x, np.nan)
+        ufunc = np.fmin if func == "min" else np.fmax
+        for a, b in zip(self.starts, self.ends):
+            y[a:b] = ufunc.accumulate(y[a:b])
+        arr = pa.array(y, mask=n == 0)
+        return arr.cast(vals.type) if pa.types.is_integer(vals.type) else arr
+
     def _agg(self, func: str, column: str | None, var: str | None) -> pa.Array:
+        if self.running:
+            return self._running_agg(func, column, var)
         sel = self._events_of(var)
         mp = self.mpos[sel]
         if column is None:                     # COUNT(*)
@@ -945,11 +993,12 @@ class _Measures:
         clause = f"MEASURES {name}"
         if isinstance(node, exp.Paren):
             return self.value(name, node.this)
+        size = len(self.rows) if self.running else self.nm
         if isinstance(node, exp.Literal):
             v = node.this if node.is_string else float(node.this)
-            return pa.array([v] * self.nm)
+            return pa.array([v] * size)
         if isinstance(node, exp.Null):
-            return pa.nulls(self.nm)
+            return pa.nulls(size)
         if isinstance(node, exp.Column):
             var = node.table or None
             return self._gather(node.name, self._nth(var, 0, True))
@@ -986,10 +1035,12 @@ class _Measures:
             args = node.expressions if isinstance(node, exp.Anonymous) else [node.this] + (
                 [node.expression] if node.expression is not None else [])
             if fn == "CLASSIFIER":
+                if self.running:
+                    return pa.array(self.stages.tolist(), pa.string())     # the row's variable
                 last_pos = self.ends - 1
                 return pa.array(self.stages[last_pos].tolist() if self.nm else [], pa.string())
             if fn == "MATCH_NUMBER":
-                return pa.array(self.match_number)
+                return pa.array(self.match_number[self.mpos] if self.running else self.match_number)
             if fn in ("FIRST", "LAST"):
                 return self._first_last(clause, node, fn == "LAST", args)
             if fn in ("PREV", "NEXT", "LAG", "LEAD"):

@@ -242,8 +242,8 @@ def test_running_aggregates_and_first_match_hand_written():
     it is the current row while the variable is empty. Compared with hand-written conditions."""
     data = random_ticks()
     q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
-             MEASURES FIRST(A.rowtime) AS t0, LAST(B.rowtime) AS t1, COUNT(A.price) AS n, MAX(A.price) AS top,
-                      MIN(A.price) AS low, SUM(A.volume) AS vol
+             MEASURES FIRST(A.rowtime) AS t0, FINAL LAST(B.rowtime) AS t1, FINAL COUNT(A.price) AS n,
+                      MAX(A.price) AS top, MIN(A.price) AS low, SUM(A.volume) AS vol
              ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW
              PATTERN (A{2,} B)
              DEFINE A AS AVG(A.price) >= FIRST(A.price) AND MAX(A.volume) < 1500 AND A.price >= 0.999 * MAX(A.price),
@@ -272,6 +272,51 @@ def test_running_aggregates_and_first_match_hand_written():
             first_t.setdefault(m, t)
     assert out.column("t0").to_pylist() == [first_t[m] for m in mids]
     assert set(out.column("n").to_pylist()) <= set(range(2, 100)) and min(out.column("n").to_pylist()) == 2
+    # FINAL: the match's B row on every row of it
+    last_b = {m: t for m, t, s in zip(mids, ref.column("rowtime").to_pylist(), ref.column("stage").to_pylist())
+              if s == "B"}
+    assert out.column("t1").to_pylist() == [last_b[m] for m in mids]
+
+
+def test_all_rows_per_match_running_measures():
+    """ALL ROWS PER MATCH: measures are RUNNING unless FINAL (SQL standard), checked row by row
+    against a plain-Python computation over each match's rows up to the current one."""
+    data = random_ticks(2500, seed=12)
+    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+                     MEASURES CLASSIFIER() AS cls, MATCH_NUMBER() AS mn, A.price AS a_last, LAST(B.price, 1) AS b_prev,
+                              FIRST(B.price) AS b_first, COUNT(B.price) AS nb, SUM(B.volume) AS vb, AVG(price) AS ap,
+                              MIN(B.price) AS bmin, MAX(price) AS pmax, COUNT(*) AS n, FINAL COUNT(*) AS n_final,
+                              RUNNING LAST(C.price) AS c
+                     ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW
+                     PATTERN (A B{2,5} C)
+                     DEFINE A AS A.volume > 800, B AS B.price > PREV(B.price), C AS C.price < LAST(B.price))""",
+                 T=data)
+    assert out.num_rows > 30
+    rows = out.to_pylist()
+    i = 0
+    matches = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and rows[j]["mn"] == rows[i]["mn"] and rows[j]["symbol"] == rows[i]["symbol"]:
+            j += 1
+        m = rows[i:j]
+        matches += 1
+        assert [r["cls"] for r in m][0] == "A" and m[-1]["cls"] == "C"
+        for k, r in enumerate(m):
+            upto = m[:k + 1]
+            bs = [x for x in upto if x["cls"] == "B"]
+            assert r["a_last"] == m[0]["price"]
+            assert r["b_prev"] == (bs[-2]["price"] if len(bs) >= 2 else None)
+            assert r["b_first"] == (bs[0]["price"] if bs else None)
+            assert r["nb"] == len(bs)
+            assert r["vb"] == (pytest.approx(sum(x["volume"] for x in bs)) if bs else None)
+            assert r["ap"] == pytest.approx(sum(x["price"] for x in upto) / len(upto))
+            assert r["bmin"] == (min(x["price"] for x in bs) if bs else None)
+            assert r["pmax"] == max(x["price"] for x in upto)
+            assert r["n"] == k + 1 and r["n_final"] == len(m)
+            assert r["c"] == (r["price"] if r["cls"] == "C" else None)
+        i = j
+    assert matches > 10
 
 
 def test_prev_and_next_are_physical_offsets_in_the_partition():
