@@ -804,7 +804,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--key", help="partition column (default: the pattern's, else 'name'); '' for none")
     c.add_argument("--time", help="event-time column (default: the pattern's, else 'ts')")
     c.add_argument("--time-unit", choices=["s", "ms", "us", "ns"],
-                   help="unit of an integer time column, for windows given as strings like '30s' (default: ms)")
+                   help="unit of an integer time column, for windows given as strings like '30s' (generated "
+                        "ticks: ms; otherwise colcep.match's default)")
     c.add_argument("--seq", help="integer tie-breaker / row identity column (default: 'id' when the input has "
                                  "one); '' for none")
     c.add_argument("--columns", help="comma-separated columns copied into the matches (default: the pattern's; "
