@@ -162,7 +162,11 @@ class SaseQuery:
     text: str
 
     def match(self, data: Any, time: str, **kwargs: Any):
-        """``colcep.match(data, self.pattern, key=self.key, time=time, ...)``."""
+        """``colcep.match(data, self.pattern, key=self.key, time=time, ...)``; on a Spark
+        DataFrame ``colcep.spark.match`` (same arguments, plus ``seq=`` etc.), a lazy DataFrame."""
+        if _is_spark(data):
+            from .spark import match as spark_match
+            return spark_match(data, self.pattern, self.key, time, **kwargs)
         from .matcher import match
         return match(data, self.pattern, key=self.key, time=time, **kwargs)
 
@@ -170,6 +174,10 @@ class SaseQuery:
         """A streaming :class:`~colcep.matcher.Matcher` for the query."""
         from .matcher import Matcher
         return Matcher(self.pattern, key=self.key, time=time, **kwargs)
+
+
+def _is_spark(data: Any) -> bool:
+    return type(data).__module__.startswith("pyspark.")
 
 
 # ============================================================================ the AST

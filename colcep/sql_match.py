@@ -716,7 +716,11 @@ def compile_query(query: str, columns: list[str]) -> Pattern:
 def sql(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
     """Run a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` query over the named tables (pyarrow
     Tables, pandas or polars DataFrames): ``colcep.sql(query, Ticker=ticks)``. Returns a
-    pyarrow Table; see the module docstring for the supported SQL."""
+    pyarrow Table; see the module docstring for the supported SQL. With a Spark DataFrame as
+    the table, the query runs on Spark (:func:`colcep.spark_sql.sql`) and returns a DataFrame."""
+    if any(type(t).__module__.startswith("pyspark.") for t in tables.values()):
+        from .spark_sql import sql as spark_sql
+        return spark_sql(query, time_unit=time_unit, **tables)
     from .matcher import as_table, match
     q = _analyse(query, tables)
     tbl = as_table(tables[q.table])

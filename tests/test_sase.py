@@ -250,3 +250,21 @@ def test_errors(text, kw, message):
         sase(text, **kw)
     assert message in str(ei.value)
     assert isinstance(ei.value, cc.PatternError)
+
+
+@pytest.mark.spark
+def test_query3_on_spark_equals_in_process():
+    from colcep.spark import local_session
+    spark = local_session(2)
+    data = stock(3000)                                 # make_ticks has an arrival id
+    q = cc.sase(Q3, skip=cc.SkipPastLastEvent())
+    want = q.match(data, time="ts", columns=["ts", "price"])
+    got = q.match(spark.createDataFrame(data), time="ts", columns=["ts", "price"], seq="id").toArrow()
+
+    def canon(t):
+        d = t.to_pydict()
+        by = {}
+        for m, k, st, ts, p in zip(d["match_id"], d["symbol"], d["stage"], d["ts"], d["price"]):
+            by.setdefault(m, []).append((k, st, ts, p))
+        return Counter(tuple(v) for v in by.values())
+    assert want.num_rows > 50 and canon(got) == canon(want)

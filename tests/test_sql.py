@@ -518,6 +518,7 @@ def test_spark_equals_in_process(partition, rows):
     key = lambda r: tuple((v is None, v) for v in r.values())  # noqa: E731
     assert want.num_rows > 20
     assert sorted(got.toArrow().to_pylist(), key=key) == sorted(want.to_pylist(), key=key)
-    # a temporary view works as well
+    # a temporary view works as well, and colcep.sql itself hands a Spark DataFrame to Spark
     df.createOrReplaceTempView("ticks")
     assert spark_sql(q, spark).count() == want.num_rows
+    assert cc.sql(q, ticks=df).count() == want.num_rows
