@@ -329,3 +329,28 @@ def test_benchmark_patterns_match_patterns_json(name):
     case = next(c for c in _json.loads(path.read_text()) if c["id"].startswith(name + "_"))
     assert repr(benchmark_pattern(name)) == repr(case_pattern(case))
     assert benchmark_pattern(case["id"]) is benchmark_pattern(name)
+
+
+def test_jvm_start_up_noise_is_filtered_and_errors_pass(capfd):
+    """A child process started inside the filter (as Spark's JVM is) keeps its stderr going
+    through it: the known start-up lines are dropped, everything else reaches our stderr."""
+    import subprocess
+    import sys
+    import time
+
+    from colcep.cli import _jvm_start_up_noise_filtered
+
+    child = ("import sys; sys.stderr.write('WARNING: Using incubator modules: jdk.incubator.vector\\n"
+             "Setting default log level to \"WARN\".\\nERROR SparkContext: something real\\n'); sys.stderr.flush()")
+    with _jvm_start_up_noise_filtered():
+        subprocess.run([sys.executable, "-c", child], check=True)
+    err = ""
+    for _ in range(50):  # the forwarding thread writes asynchronously
+        err += capfd.readouterr().err
+        if "something real" in err:
+            break
+        time.sleep(0.1)
+    assert "ERROR SparkContext: something real" in err
+    assert "incubator" not in err and "default log level" not in err
+    print("after", file=sys.stderr)  # our own stderr is back where it was
+    assert "after" in capfd.readouterr().err
