@@ -304,7 +304,8 @@ def _with_kernels(rep: Reporter, build: Callable[[], Any]) -> tuple[Any, float]:
     with rep.ticking("compiling kernels" if cold else "loading kernels", COMPILE_SECONDS if cold else None):
         res = build()
     secs = time.perf_counter() - t0
-    rep.step(f"kernels {'compiled' if cold else 'loaded'} in {secs:.1f} s")
+    done = "compiled" if cold else "loaded" if secs < 10 else "loaded, some compiled for this input's types,"
+    rep.step(f"kernels {done} in {secs:.1f} s")
     return res, secs
 
 
