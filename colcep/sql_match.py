@@ -27,19 +27,23 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
 - ``WITHIN INTERVAL '10' SECOND`` (Flink's extension): the match's window.
 - ``DEFINE``: per variable a condition (a variable without one matches every row). ``X.col``
   in ``X``'s own condition is the current row; ``Y.col`` of another variable is its last row
-  so far; an unqualified ``col`` is the current row. ``FIRST``/``LAST(X.col[, n])`` (``n`` = 0,
-  and 1 for ``LAST`` of the variable being defined), running aggregates ``SUM AVG MIN MAX
-  COUNT`` over ``X.col`` (including the current row when ``X`` is the variable being defined) or
-  over all rows so far (``SUM(col)``), arithmetic, comparisons, ``AND OR NOT``, ``IS [NOT] NULL``,
-  ``IN``, ``BETWEEN``. Aggregates, ``FIRST`` and ``LAST`` also take arithmetic over one
-  variable's columns (``SUM(A.price * A.volume)``), computed as a column before matching. In DEFINE, ``COUNT(X.col)`` counts rows and a running ``AVG`` divides by
-  them, nulls in ``col`` included (colcep's ``count`` counts events); MEASURES skip nulls. ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical
-  offsets within the partition, which may fall outside the match: over a whole table colcep
-  computes them as lag / lead columns of the partition before matching.
-- ``MEASURES`` (final values, or running ones with ALL ROWS PER MATCH, below): ``X.col`` (the last row of ``X``), ``FIRST``/``LAST(X.col, n)``,
-  ``SUM AVG MIN MAX COUNT`` (``COUNT(*)``, ``COUNT(X.*)``), ``PREV``/``NEXT(X.col, k)`` (rows
-  around the last row of ``X``), ``CLASSIFIER()``, ``MATCH_NUMBER()`` (1, 2, ... per
-  partition), arithmetic. Unqualified columns range over the whole match.
+  so far; an unqualified ``col`` is the current row. ``FIRST(X.col)``, ``LAST(X.col)``;
+  ``LAST(X.col, n)`` of the variable being defined (n rows back: a match is a contiguous run of
+  rows), and of an earlier variable when only single-row variables stand between them. Running
+  aggregates ``SUM AVG MIN MAX COUNT`` over ``X.col`` (including the current row when ``X`` is
+  the variable being defined) or over all rows so far (``SUM(col)``); arithmetic, comparisons,
+  ``AND OR NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``. Aggregates, ``FIRST`` and ``LAST``
+  also take arithmetic over one variable's columns (``SUM(A.price * A.volume)``), computed as a
+  column before matching. In DEFINE, ``COUNT(X.col)`` counts rows and a running ``AVG`` divides
+  by them, nulls in ``col`` included (colcep's ``count`` counts events); MEASURES skip nulls.
+  ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical offsets within the
+  partition, which may fall outside the match: over a whole table colcep computes them (and the
+  ``LAST(X.col, n)`` above) as lag / lead columns of the partition before matching.
+- ``MEASURES`` (final values, or running ones with ALL ROWS PER MATCH, below): ``X.col`` (the
+  last row of ``X``), ``FIRST``/``LAST(X.col, n)``, ``SUM AVG MIN MAX COUNT`` (``COUNT(*)``,
+  ``COUNT(X.*)``), ``PREV``/``NEXT(X.col, k)`` (rows around the last row of ``X``),
+  ``CLASSIFIER()``, ``MATCH_NUMBER()`` (1, 2, ... per partition), arithmetic. Unqualified
+  columns range over the whole match.
 - ``ONE ROW PER MATCH`` (default): partition columns + measures. ``ALL ROWS PER MATCH``: one
   row per matched row: partition columns, order columns, measures, then the other input columns;
   measures are ``RUNNING`` by default (SQL standard: over the match's rows up to this one, so
@@ -49,7 +53,9 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   when ``x`` has no row in the match, colcep does not skip.
 - The outer ``SELECT`` takes ``*`` or columns of the MATCH_RECOGNIZE output, with aliases.
 
-Errors are :class:`SqlError` (a ``PatternError``) naming the clause and the token.
+Errors are :class:`SqlError` (a ``PatternError``) naming the clause and the token. A Spark
+DataFrame as the table runs the query on Spark (:mod:`colcep.spark_sql`);
+:func:`compile_query` gives the Pattern alone.
 """
 from __future__ import annotations
 
