@@ -18,6 +18,7 @@ import numpy as np
 _POOL: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
 GRACE_SECONDS = 1.0  # how long an interrupted call may take to notice its stop flag
+POLL_SECONDS = 0.05  # how often the waiting main thread looks for a pending Ctrl-C
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -40,7 +41,11 @@ def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
         return fn(*args)
     fut = _pool().submit(fn, *args)
     try:
-        return fut.result()
+        while True:  # a timed wait returns to Python, which then runs any pending signal handler
+            try:
+                return fut.result(timeout=POLL_SECONDS)
+            except TimeoutError:
+                continue
     except KeyboardInterrupt:
         stop[0] = 1
         try:

@@ -502,7 +502,8 @@ class Matcher:
         schema = self.output_schema()
         cols: dict[str, pa.Array] = {"match_id": pa.array(ids, pa.int64())}
         if self.key is not None:
-            cols[self.key] = st.keys.take(keys).cast(schema.field(self.key).type)
+            key_type = schema.field(self.key).type
+            cols[self.key] = st.keys.take(keys).cast(key_type) if len(keys) else pa.array([], key_type)
         cols["stage"] = pa.array(self.program.stage_names, pa.string()).take(stages)
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:

@@ -41,6 +41,8 @@ from .errors import InputError
 from .expr import Expr
 from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from .pattern import Pattern
+from .program import CompiledPattern
+from .program import compile as compile_program
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -74,9 +76,19 @@ class _Spec:
     in_schema: pa.Schema  # Arrow schema of the rows a task receives
     out_schema: pa.Schema  # Arrow schema Spark expects back
 
+    @property
+    def program(self) -> CompiledPattern:
+        """The compiled pattern, built once (on the driver, or once per task) and reused by
+        every Matcher of the task."""
+        prog = self.__dict__.get("_program")
+        if prog is None:
+            prog = compile_program(self.pattern)
+            object.__setattr__(self, "_program", prog)
+        return prog
+
     def matcher(self) -> Matcher:
         cols = list(dict.fromkeys(self.columns + (self.row,)))
-        return Matcher(self.pattern, key=self.key, time=self.time, columns=[c for c in cols if c != self.key],
+        return Matcher(self.program, key=self.key, time=self.time, columns=[c for c in cols if c != self.key],
                        timeouts=self.timeouts, time_unit=self.time_unit,
                        max_partial_matches=self.max_partial_matches)
 

@@ -447,17 +447,27 @@ def _flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_st
 
 @njit(cache=True, nogil=True)
 def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel, st_merge,
-                n_row, n_stage, n_parent, n_ref, meta):
+                n_row, n_stage, n_parent, n_ref, meta, cross, aux, ht_run, ht_gen, gen):
     """SASE+'s merging of equivalent runs: a run made at this event (``new``) in the same
-    state as an earlier run of the same start, with the same relevant part of V
+    state as a run kept before it or an older run after it, with the same relevant part of V
     (``st_rel``), continues identically, so it becomes that run: a JOIN node keeps both paths.
-    Returns the number of runs left (kept in order at ``bo``)."""
+    Without ``cross`` only runs of the same start merge (a window or a skip strategy acts on
+    each start); with it (no window) runs of any start do, found through a hash table over
+    (state, relevant V) (``ht_*``, stamped ``gen``), so the live runs of a Kleene closure stay
+    a few per state instead of a few per start. ``aux``: scratch, one slot per run. Returns the
+    number of runs left (kept in order at ``bo``)."""
+    if cross:
+        _merge_targets(bo, nb, new, W_state, W_vs, W_v, vw, st_rel, st_merge, aux, ht_run, ht_gen, gen)
     w = 0
     for q in range(nb):
         x = bo + q
         s = W_state[x]
         y = -1
-        if new[q] and st_merge[s]:
+        if cross:
+            t = aux[q]
+            if t >= 0:
+                y = bo + (-2 - aux[t] if t < q else t)
+        elif new[q] and st_merge[s]:
             # an equal run of the same start: kept before it, or older and after it
             r = w - 1
             while r >= 0 and W_spos[bo + r] == W_spos[x] and y < 0:
@@ -477,8 +487,55 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, 
         else:
             if w != q:
                 _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, x, bo + w)
+            if cross:
+                aux[q] = -2 - w  # where the kept run now is
             w += 1
     return w
+
+
+@njit(cache=True, nogil=True)
+def _merge_targets(bo, nb, new, W_state, W_vs, W_v, vw, st_rel, st_merge, aux, ht_run, ht_gen, gen):
+    """For every run ``q``, the run it merges into (``aux[q]``, an index into the list) or -1:
+    a new run merges into an older run anywhere in the list or a new run kept before it."""
+    mask = ht_run.shape[0] - 1
+    for phase in range(2):  # 0: the older runs enter the table; 1: the new runs look up
+        for q in range(nb):
+            x = bo + q
+            s = W_state[x]
+            if phase == 0:
+                aux[q] = -1
+            if not st_merge[s] or (phase == 0) == (new[q] != 0):
+                continue
+            i = _run_hash(s, W_v, W_vs[x] * vw, st_rel) & mask
+            while ht_gen[i] == gen:
+                y = ht_run[i]
+                if W_state[bo + y] == s and _same_relevant(W_v, W_vs[bo + y] * vw, W_vs[x] * vw, st_rel, s):
+                    break
+                i = (i + 1) & mask
+            if ht_gen[i] == gen:
+                if phase == 1:
+                    aux[q] = ht_run[i]
+            else:
+                ht_gen[i] = gen
+                ht_run[i] = q
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _run_hash(s, v, a, st_rel):
+    """A hash of a run's state and relevant V (equal runs hash alike; NaN as one value)."""
+    h = np.int64(s) * np.int64(0x9E3779B1) + np.int64(0x632BE5AB)
+    for g in range(st_rel.shape[1]):
+        if st_rel[s, g]:
+            for f in range(VW):
+                x = v[a + g * VW + f]
+                if x != x:
+                    k = np.int64(0x7FF8)
+                elif abs(x) < 4e18:
+                    k = np.int64(x) * np.int64(0x2545F491) + np.int64((x - np.floor(x)) * 1073741824.0)
+                else:
+                    k = np.int64(1) if x > 0 else np.int64(-1)
+                h = (h ^ k) * np.int64(0x100000001B3)
+    return h ^ (h >> np.int64(29))
 
 
 @njit(cache=True, nogil=True)
@@ -505,6 +562,7 @@ def _run_key(
         window, skip_code, skip_stage, want_timeouts, max_runs, stop, dominate, merging, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
         W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
+        m_aux, ht_run, ht_gen,
         hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
         stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
         n_row, n_stage, n_parent, n_ref, meta, walk,
@@ -780,7 +838,9 @@ def _run_key(
                         release(n_row, n_stage, n_parent, n_ref, meta, node0)
                 if merging and not fast:
                     nb = _merge_runs(bo, nb, run_flag, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel,
-                                     st_merge, n_row, n_stage, n_parent, n_ref, meta)
+                                     st_merge, n_row, n_stage, n_parent, n_ref, meta, window <= 0, m_aux, ht_run,
+                                     ht_gen, stamp)
+                    stamp += 1
                 if nb > max_runs:
                     return OVER_CAPACITY, j, ao, a_half, na, nh, npend, nm, nb, dead, stamp
 
@@ -894,6 +954,9 @@ def run_batch(
     p_sts = np.empty(cap, np.int64)
     p_spos = np.empty(cap, np.int64)
     run_flag = np.empty(cap, np.uint8)  # per run of the next list: kill marks, or "made at this event"
+    m_aux = np.empty(cap, np.int64)  # merging: per run, its target or new place
+    ht_run = np.empty(2 * cap, np.int64)  # merging across starts: hash table (a power of two)
+    ht_gen = np.full(2 * cap, -1, np.int64)
     hq_sts = np.empty(cap, np.int64)
     hq_spos = np.empty(cap, np.int64)
     hq_epos = np.empty(cap, np.int64)
@@ -968,7 +1031,7 @@ def run_batch(
                 window, skip_code, skip_stage, want_timeouts, max_runs, stop, dominate, merging, per_run, vw,
                 k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
-                hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
+                m_aux, ht_run, ht_gen, hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
                 stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,
                 n_row, n_stage, n_parent, n_ref, meta, walk,
                 m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage,
@@ -1012,6 +1075,12 @@ def run_batch(
                 p_sts = np.empty(cap, np.int64)
                 p_spos = np.empty(cap, np.int64)
                 run_flag = np.empty(cap, np.uint8)
+                m_aux = np.empty(cap, np.int64)
+                ht_size = 2 * ht_run.shape[0]
+                while ht_size < 2 * cap:
+                    ht_size *= 2
+                ht_run = np.empty(ht_size, np.int64)
+                ht_gen = np.full(ht_size, -1, np.int64)
             room = 2 * (nh + 2 * na + need)
             if room > hq_sts.shape[0]:
                 hq_sts = grow(hq_sts, room)

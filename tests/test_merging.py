@@ -1,5 +1,6 @@
-"""Merging of equivalent runs (SASE+ 4.2.2): runs of one start in the same state with the same
-relevant part of V continue as one run whose buffer node joins their paths.
+"""Merging of equivalent runs (SASE+ 4.2.2): runs in the same state with the same relevant part
+of V continue as one run whose buffer node joins their paths: runs of one start under a window,
+runs of any start without one.
 
 Merging is on with no skip strategy and no timed-out output (``timeouts=True`` turns it off,
 which gives the unmerged engine to compare with)."""
@@ -24,6 +25,8 @@ MERGING = {
     .one_or_more().allow_combinations().followed_by("c").where(col("price") < last("price", of="a")).within(12),
     "count": cc.Pattern.begin("a").where(col("volume") > 5).followed_by_any("b").where(col("price") > 3)
     .one_or_more().followed_by_any("c").where(col("price") < count(of="a", field="price") + 2.0),
+    "across": cc.Pattern.begin("a").where(col("volume") > 5).followed_by("b").where(col("price") > 3)
+    .one_or_more().followed_by("c").where(col("price") < 3),
     "optional": cc.Pattern.begin("a").where(col("volume") > 4).followed_by_any("b").where(col("price") > 5)
     .optional().followed_by_any("c").where(col("price") > last("price", of="a")).within(8),
 }
@@ -107,3 +110,22 @@ def test_no_merging_with_a_skip_strategy():
     ref, _ = run_reference(compile_pattern(pattern), events, "name", 0, False)
     assert Counter(tuple(sorted(m)) for m in _matches(out)) == \
         Counter(tuple(sorted((s, p) for s, ps in m.items() for p in ps)) for m in ref)
+
+
+def test_runs_of_different_starts_merge_without_a_window():
+    """Without a window, every start's Kleene run in the same state agrees on what matters:
+    they merge into one run, so the state stays a few runs and a buffer linear in the stream
+    (it was one run per start and a buffer quadratic in the stream)."""
+    n = 3_000
+    tbl = _stream([5] * n, [9] * n, [0] * n)
+    any_b = (cc.Pattern.begin("a").where(col("volume") > 5).followed_by_any("b").where(col("price") > 3)
+             .one_or_more().followed_by("c").where(col("price") < 3))
+    for pattern in (MERGING["across"], any_b):
+        m = cc.Matcher(pattern, key="name", time="ts", columns=[])
+        assert m.process(tbl).num_rows == 0  # no c yet: nothing completes
+        assert m.live_partial_matches <= 4
+        assert m.buffer_nodes <= 6 * n  # (unmerged: n^2 / 2)
+    small = _stream([5] * 12 + [1], [9] * 13, [0] * 13)
+    merged, most = _run(MERGING["across"], small)
+    unmerged, most_unmerged = _run(MERGING["across"], small, timeouts=True)
+    assert _matches(merged) == _matches(unmerged) and len(_matches(merged)) > 11
