@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import PatternError
-from .expr import Expr
+from .expr import HIST_OPS, Expr
 from .kernels import vm
 from .kernels.codes import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP, TAKE
 
@@ -43,6 +43,13 @@ def infer_type(e: Expr, schema: dict[str, str], where: str) -> str:
         return BOOL
     if op == "agg":
         func, fld, _ = a
+        if isinstance(fld, Expr):       # an aggregate over an event-only expression
+            t = infer_type(fld, schema, where)
+            if func == "count" or func in ("first", "last"):
+                return NUM if func == "count" else t
+            if t not in (NUM, NULL):
+                raise PatternError(f"{where}: {func}() needs a numeric value, {fld!r} is {t}")
+            return NUM
         if func == "count":
             return NUM
         if fld not in schema:
@@ -52,6 +59,13 @@ def infer_type(e: Expr, schema: dict[str, str], where: str) -> str:
             return t
         if t != NUM:
             raise PatternError(f"{where}: {func}({fld!r}) needs a numeric column, {fld!r} is {t}")
+        return NUM
+    if op == "prev":
+        return infer_type(a[0], schema, where)
+    if op == "roll":
+        t = infer_type(a[1], schema, where)
+        if a[0] != "count" and t not in (NUM, NULL):
+            raise PatternError(f"{where}: rolling {a[0]} needs a numeric value, {a[1]!r} is {t}")
         return NUM
     if op == "arith":
         for x in a[1:]:
@@ -102,6 +116,7 @@ class Lowered:
     vg_col: np.ndarray = None                              # V group -> float row (-1: count only)
     cond_thr: np.ndarray = None                            # (n_cond, 4): float row, op, threshold program
     cond_groups: np.ndarray = None                         # (n_cond, n_groups): V groups a condition reads
+    hist_exprs: list[Expr] = field(default_factory=list)   # prev / rolling nodes: columns colcep.history computes
 
     @property
     def v_width(self) -> int:
@@ -116,6 +131,7 @@ class _Lowerer:
         self._masks: dict = {}
         self._cols: dict = {}
         self._vgroups: dict = {}
+        self._vfields: dict = {}
         self.code: list[int] = []
         self.consts: list[float] = []
 
@@ -137,10 +153,11 @@ class _Lowerer:
         self.consts.append(literal_value(v, self.strings))
         return len(self.consts) - 1
 
-    def vgroup(self, stage: str, fld: "str | None") -> int:
-        key = (stage, fld)
+    def vgroup(self, stage: str, fld: "str | Expr | None") -> int:
+        key = (stage, _field_key(fld))
         if key not in self._vgroups:
             self._vgroups[key] = len(self._vgroups)
+            self._vfields[key] = fld
         return self._vgroups[key]
 
     def emit(self, e: Expr) -> int:
@@ -187,7 +204,7 @@ class _Lowerer:
 
 def _reads_event(e: Expr) -> bool:
     """True when ``e`` reads a column of the current event (outside aggregates)."""
-    if e.op == "col":
+    if e.op in ("col", "prev", "roll"):
         return True
     if e.op in ("agg", "lit", "true"):
         return False
@@ -319,8 +336,43 @@ def lower(conditions: list[Expr], stage_names: list[str], strings: dict) -> Lowe
                 out.cond_groups[i, lw.vgroup(st, None if func == "count" else fld)] = 1
     groups = sorted(lw._vgroups.items(), key=lambda kv: kv[1])
     out.vg_stage = np.array([lw.stage_index[s] for (s, _), _ in groups], np.int32)
-    out.vg_col = np.array([lw.column(Expr("col", (f,))) if f is not None else -1 for (_, f), _ in groups], np.int32)
+    out.vg_col = np.array([lw.column(_field_expr(lw._vfields[k])) if k[1] is not None else -1 for k, _ in groups],
+                          np.int32)
+    seen: dict = {}
+    for e in out.mask_exprs + out.col_exprs:
+        for h in history_nodes(e):
+            seen.setdefault(h.key(), h)
+    out.hist_exprs = list(seen.values())
     return out
+
+
+def _field_key(fld: "str | Expr | None"):
+    return fld.key() if isinstance(fld, Expr) else fld
+
+
+def _field_expr(fld: "str | Expr") -> Expr:
+    """The float row an aggregate reads: a column, or an event-only expression (``price * volume``)."""
+    return fld if isinstance(fld, Expr) else Expr("col", (fld,))
+
+
+def history_nodes(e: Expr):
+    """The ``prev`` / ``rolling`` nodes of an event-only expression (outermost first; their
+    sources hold none, ``colcep.expr`` refuses that)."""
+    if e.op in HIST_OPS:
+        yield e
+        return
+    if e.op == "agg":
+        if isinstance(e.args[1], Expr):
+            yield from history_nodes(e.args[1])
+        return
+    for a in e.args:
+        if isinstance(a, Expr):
+            yield from history_nodes(a)
+
+
+def hist_name(e: Expr) -> tuple:
+    """The ``env`` entry holding a history node's column for the batch."""
+    return ("history",) + e.key()
 
 
 # ----------------------------------------------------------------------------- batch evaluation
@@ -330,6 +382,8 @@ def evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
     op, a = e.op, e.args
     if op == "col":
         return env[a[0]]
+    if op in HIST_OPS:
+        return env[hist_name(e)]
     if op == "lit":
         return np.full(n, literal_value(a[0], strings))
     if op == "true":
