@@ -1,5 +1,6 @@
 """colcep: complex event processing with Flink CEP's semantics on columnar data."""
-from .errors import CapacityError, ColcepError, InputError, PatternError, SnapshotError, WindowSpecError
+from .errors import (CapacityError, ColcepError, ColcepWarning, InputError, PatternError, SnapshotError,
+                     WindowSpecError)
 from .expr import Expr, avg, col, count, first, last, lit, max, min, sum
 from .matcher import Matcher, match
 from .program import CompiledPattern, compile
@@ -15,5 +16,6 @@ __all__ = ["Pattern", "CompiledPattern", "compile", "Matcher", "match", "Expr", 
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
            "sase", "sase_match", "SaseQuery", "sql",
-           "ColcepError", "PatternError", "PatternJSONError", "SaseError", "SqlError", "InputError", "CapacityError", "SnapshotError", "WindowSpecError"]
+           "ColcepError", "PatternError", "PatternJSONError", "SaseError", "SqlError", "InputError", "CapacityError",
+           "SnapshotError", "WindowSpecError", "ColcepWarning"]
 __version__ = "0.1.0"

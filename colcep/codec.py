@@ -76,7 +76,8 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
                      "time_unit": m.time_unit, "max_partial_matches": m.max_partial_matches,
                      "max_state_bytes": m.max_state_bytes, "out_of_orderness": _duration_out(m.out_of_orderness)},
         "counters": {"rows_seen": st.rows_seen, "rows_fed": st.rows_fed, "matches_out": st.matches_out,
-                     "late_rows": st.late_rows, "watermark": st.watermark, "max_ts": st.max_ts},
+                     "late_rows": st.late_rows, "watermark": st.watermark, "max_ts": st.max_ts,
+                     "ticked": st.ticked},
         "blobs": blobs.index,
     }
     head = json.dumps(header, sort_keys=True).encode()
@@ -191,7 +192,7 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
     st.strings = {v: i for i, v in enumerate(blobs.table("strings").column("s").to_pylist())}
     c = header["counters"]
     st.rows_seen, st.rows_fed, st.matches_out = c["rows_seen"], c["rows_fed"], c["matches_out"]
-    st.late_rows, st.watermark, st.max_ts = c["late_rows"], c["watermark"], c["max_ts"]
+    st.late_rows, st.watermark, st.max_ts, st.ticked = c["late_rows"], c["watermark"], c["max_ts"], c["ticked"]
     if "schema" in header["blobs"]:
         schema = pa.ipc.read_schema(pa.py_buffer(blobs.raw("schema")))
         m._bound = m._bind(schema)

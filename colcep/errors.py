@@ -25,3 +25,7 @@ class WindowSpecError(ColcepError, ValueError):
 class SnapshotError(ColcepError, ValueError):
     """Snapshot bytes that cannot be restored: corrupt, of a newer format, or taken with
     another pattern. Nothing is restored."""
+
+
+class ColcepWarning(UserWarning):
+    """Something colcep can run but that is probably not what was meant (e.g. a time unit)."""

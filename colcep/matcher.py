@@ -13,6 +13,7 @@ match still refers to their rows.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -23,11 +24,11 @@ import pyarrow.compute as pc
 from . import conditions as cond
 from . import interrupt
 from .durations import TIME_UNITS, check_duration, to_units
-from .errors import CapacityError, InputError, PatternError
+from .errors import CapacityError, ColcepWarning, InputError, PatternError
 from .kernels import arrays as karr
 from .kernels import buffer as kbuf
 from .kernels import nfa as knfa
-from .kernels.codes import TIME_MAX
+from .kernels.codes import NO_TICK, TIME_MAX
 from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
@@ -36,6 +37,7 @@ from .watermark import ARRIVAL, next_watermark, release, split_late, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 4 << 30  # the shared match buffer's bound: 4 GiB
+DEFAULT_TIME_UNIT = "ms"  # an integer time column's unit when time_unit is not given
 RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")  # colcep's output columns
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
@@ -85,7 +87,9 @@ class Matcher:
     columns: input columns copied into the output (None: all; []: none, compact output).
     timeouts: also emit timed-out partial matches (flagged ``timed_out``).
     time_unit: unit of an integer time column ("s", "ms", "us", "ns"), used to read string /
-        timedelta windows; an integer window is always in the column's own unit.
+        timedelta windows; an integer window is always in the column's own unit. None (default):
+        milliseconds, and a warning when the first batch's times look like epoch times in
+        another unit (e.g. seconds, where ``within("10s")`` would be 1,000 times too wide).
     max_partial_matches: bound on live partial matches per key; exceeding it raises
         CapacityError naming the key (no partial match is ever dropped silently).
     max_state_bytes: bound on the shared match buffer (all keys); exceeding it raises
@@ -102,12 +106,12 @@ class Matcher:
     """
 
     def __init__(self, pattern: "Pattern | CompiledPattern", key: str | None = None, time: str = "ts",
-                 columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str = "ms",
+                 columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None):
         if not isinstance(pattern, (Pattern, CompiledPattern)):
             raise PatternError(f"Matcher needs a colcep Pattern, got {type(pattern).__name__}")
-        if time_unit not in TIME_UNITS:
+        if time_unit is not None and time_unit not in TIME_UNITS:
             raise InputError(f"time_unit must be one of {sorted(TIME_UNITS)}, got {time_unit!r}")
         if out_of_orderness is not None and out_of_orderness != "watermarks":
             check_duration(out_of_orderness, "out_of_orderness", signed=True, error=InputError)
@@ -131,6 +135,7 @@ class Matcher:
         self._late: list[pa.Table] = []
         self._closed = False
         self._failed: BaseException | None = None
+        self._unit_checked = False
 
     # ------------------------------------------------------------------ public API
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
@@ -284,7 +289,7 @@ class Matcher:
             t = cond.infer_type(e, {k: v for k, v in kinds.items() if v != "unsupported"}, f"stage {st_name!r}")
             if t != cond.BOOL:
                 raise PatternError(f"stage {st_name!r}: a condition must be boolean, got a {t} expression {e!r}")
-        unit = tt.unit if pa.types.is_timestamp(tt) else self.time_unit
+        unit = tt.unit if pa.types.is_timestamp(tt) else (self.time_unit or DEFAULT_TIME_UNIT)
         delay = None
         if self.out_of_orderness is not None and self.out_of_orderness != "watermarks":
             delay = to_units(self.out_of_orderness, unit, "out_of_orderness", signed=True, exact=False,
@@ -303,6 +308,26 @@ class Matcher:
                         yield st.name, e
         yield from walk(self.program.pattern)
 
+    def _check_time_unit(self, tbl: pa.Table) -> None:
+        """Warn once when integer times read as milliseconds by default look like epoch times in
+        another unit and the window is a duration (the likely mistake: seconds data, "10s")."""
+        if tbl.num_rows == 0:
+            return
+        self._unit_checked = True
+        w = self.program.pattern.window
+        if self.time_unit is not None or not pa.types.is_integer(tbl.schema.field(self.time).type) or \
+                w is None or isinstance(w, (int, np.integer)):
+            return
+        col = tbl.column(self.time)
+        t = col.drop_null()[0].as_py() if col.null_count < len(col) else None
+        guess = _epoch_unit(t)
+        if guess is not None and guess != DEFAULT_TIME_UNIT:
+            warnings.warn(
+                f"time column {self.time!r} looks like epoch {guess_name(guess)} (first value {t}), but integer "
+                f"time is read as milliseconds unless time_unit= says otherwise, so within({w!r}) would be "
+                f"{to_units(w, DEFAULT_TIME_UNIT, 'window', error=PatternError):,} of its units; pass "
+                f"time_unit={guess!r} (or time_unit='ms' to silence this)", ColcepWarning, stacklevel=4)
+
     def _window_units(self, unit: str) -> int:
         w = self.program.pattern.window
         if w is None:
@@ -316,8 +341,10 @@ class Matcher:
     # ------------------------------------------------------------------ per batch
     def _process(self, tbl: pa.Table, watermark: Any) -> pa.Table:
         tbl = self._normalize(tbl)
+        if not self._unit_checked:
+            self._check_time_unit(tbl)
         if self.out_of_orderness is None:
-            return self._feed(tbl, flush=False)
+            return self._feed(tbl)
         st, b = self._state, self._bound
         n = tbl.num_rows
         tbl = tbl.append_column(ARRIVAL, pa.array(np.arange(st.rows_seen, st.rows_seen + n, dtype=np.int64)))
@@ -337,7 +364,10 @@ class Matcher:
             if not isinstance(watermark, (int, np.integer)) else int(watermark)
         st.watermark = next_watermark(st.watermark, st.max_ts, b.delay, wm)
         released, st.pending = release(st.pending, self.time, st.watermark)
-        return self._feed(released, flush=False)
+        # a watermark tick: time advances to the watermark for every key, so quiet keys time out
+        tick = st.watermark if st.watermark is not None and st.watermark != st.ticked else None
+        st.ticked = st.watermark
+        return self._feed(released, tick=tick)
 
     def _close(self) -> pa.Table:
         if self._bound is None:  # closed before any data
@@ -345,10 +375,11 @@ class Matcher:
         released = None
         if self.out_of_orderness is not None:
             released, self._state.pending = release(self._state.pending, self.time, None, everything=True)
-        return self._feed(released, flush=True)
+        return self._feed(released, tick=int(TIME_MAX))
 
-    def _feed(self, tbl: pa.Table | None, flush: bool) -> pa.Table:
-        """Run the kernel over ``tbl`` (rows in time order per key; None: no rows)."""
+    def _feed(self, tbl: pa.Table | None, tick: int | None = None) -> pa.Table:
+        """Run the kernel over ``tbl`` (rows in time order per key; None: no rows), then, with
+        ``tick``, advance every key's time to it (a watermark; TIME_MAX: the end of input)."""
         st, b, prog = self._state, self._bound, self.program
         lw = prog.lowered
         row0 = st.rows_fed
@@ -360,7 +391,7 @@ class Matcher:
             n = tbl.num_rows
             codes = st.keys.encode(tbl, row0)
             ts = self._times(tbl, row0)
-        if n == 0 and not flush:
+        if n == 0 and tick is None:
             return self._empty_output()
         n_keys = st.keys.n
         st.ensure_keys(n_keys)
@@ -390,7 +421,8 @@ class Matcher:
         for lo in range(0, max(n, 1), chunk):
             hi = min(n, lo + chunk)
             nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi],
-                                  cols[:, lo:hi], start_mask[lo:hi], flush and hi == n, nm, ne)
+                                  cols[:, lo:hi], start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK,
+                                  nm, ne)
         if n and (self.columns != [] or self.out_of_orderness is not None):
             st.retained = st.retained + [(row0, tbl)]
         st.rows_fed += n
@@ -434,17 +466,21 @@ class Matcher:
         idx = enc.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
         return mapping[idx]
 
-    def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, flush, nm, ne):
+    def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, tick_ts, nm, ne):
         """One kernel call over rows in arrival order, appending its matches to ``self._out``
         after ``nm`` matches of ``ne`` events; returns the new counts."""
         st, prog = self._state, self.program
+        # one compiled signature: C-contiguous, writable inputs whatever the batch's layout
+        masks, cols, ts = np.ascontiguousarray(masks), np.ascontiguousarray(cols), np.ascontiguousarray(ts)
+        if not ts.flags.writeable:
+            ts = ts.copy()
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
         max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
         res = interrupt.call(
             knfa.run_batch, *prog.tables(),
             self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts, self.max_partial_matches, max_nodes,
-            flush, stop, n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
+            tick_ts, stop, n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
             *st.runs.arrays(), *st.held.arrays(), st.start_dead, *st.buffer.arrays(), *self._out, nm, ne, stop=stop)
         (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
          n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
@@ -566,6 +602,21 @@ class _Binding:
     delay: int | None
 
 
+def _epoch_unit(t: Any) -> str | None:
+    """The unit in which integer ``t`` is a time between 1973 and 2286 since the epoch, if any."""
+    if t is None:
+        return None
+    t = abs(int(t))
+    for unit, lo in (("s", 10**8), ("ms", 10**11), ("us", 10**14), ("ns", 10**17)):
+        if lo <= t < lo * 100:
+            return unit
+    return None
+
+
+def guess_name(unit: str) -> str:
+    return {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[unit]
+
+
 def _block_end(block: tuple) -> int:
     start, t = block
     return int(start[-1]) + 1 if isinstance(start, np.ndarray) else start + t.num_rows
@@ -583,7 +634,7 @@ def _check_time_nulls(tbl: pa.Table, time: str, row0: int) -> None:
 
 
 def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",
-          columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str = "ms",
+          columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
           max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           max_state_bytes: int = DEFAULT_MAX_STATE_BYTES) -> pa.Table:
     """One-shot matching over a whole table (or an iterable of batches, already in time

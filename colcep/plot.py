@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .matcher import as_table
+
 __all__ = ["plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
 
 _MARKERS = ["o", "^", "s", "D", "v", "P", "X", "*", "<", ">"]
@@ -42,17 +44,10 @@ def _figure(width: float, height: float):
 
 
 def _table(data: Any) -> pa.Table:
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if hasattr(data, "to_arrow"):  # polars
-        return data.to_arrow()
-    if hasattr(data, "to_numpy") and hasattr(data, "columns"):  # pandas
-        return pa.Table.from_pandas(data, preserve_index=False)
+    """A table from a path (Parquet / CSV) or anything ``colcep.matcher.as_table`` reads."""
     if isinstance(data, (str, os.PathLike)):
         return _read(data)
-    raise TypeError(f"expected a pyarrow Table, a pandas / polars DataFrame or a path, got {type(data).__name__}")
+    return as_table(data)
 
 
 def _read(path: str | os.PathLike, columns: Sequence[str] | None = None, filt=None) -> pa.Table:

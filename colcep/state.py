@@ -107,6 +107,7 @@ class MatcherState:
     # event time: rows waiting for the watermark (with their arrival row), and the watermark
     pending: pa.Table | None = None
     watermark: int | None = None
+    ticked: int | None = None           # the watermark time last advanced to
     max_ts: int | None = None
     late_rows: int = 0
 

@@ -14,3 +14,6 @@ COND_MASK, COND_PROGRAM, COND_NOT = 0, 1, 2
 OK, ERR_CAPACITY, ERR_NODES, ERR_INTERRUPTED = 0, 1, 2, 3
 # time: every int64 is a valid event time; a window deadline past the int64 range saturates
 TIME_MAX = np.int64(np.iinfo(np.int64).max)
+# run_batch's ``tick_ts``: after the rows, time advances to it with no event (a watermark);
+# TIME_MAX is the end of input (every windowed run times out); NO_TICK: no such step
+NO_TICK = np.int64(np.iinfo(np.int64).min)

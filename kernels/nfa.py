@@ -52,7 +52,7 @@ from .vm import STACK, VW, compare, eval_program, eval_value, v_init, v_update
 
 from .codes import (COND_MASK, COND_NOT, COND_PROGRAM, ERR_CAPACITY, ERR_INTERRUPTED, ERR_NODES, FINAL, IGNORE, NO_SKIP,  # noqa: F401
                     NORMAL, OK, PENDING, PROCEED, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT,
-                    STOP, TAKE, TIME_MAX)
+                    STOP, TAKE, NO_TICK, TIME_MAX)
 
 BIG = np.int64(2**62)  # "no such event" (an index past every key's events)
 SCAN_AHEAD = 64  # events a waiting run's condition is scanned ahead at a time
@@ -559,7 +559,7 @@ DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY, INTERRUPTED = 0, 1, 2, 3, 4
 def _run_key(
         st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
         cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
-        window, skip_code, skip_stage, want_timeouts, max_runs, stop, dominate, merging, per_run, vw,
+        window, skip_code, skip_stage, want_timeouts, max_runs, stop, tick_ts, dominate, merging, per_run, vw,
         k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
         W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
         m_aux, ht_run, ht_gen,
@@ -590,10 +590,10 @@ def _run_key(
             return DONE, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
         if stop[0] != 0:
             return INTERRUPTED, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp
-        final_tick = j == n_rows
+        final_tick = j == n_rows  # time advances to ``tick_ts`` with no event
         if final_tick:
             row = -1
-            t = TIME_MAX  # (unused: at the final tick every windowed run times out)
+            t = tick_ts
             g = BIG
         else:
             row = order[row_lo + j]
@@ -636,7 +636,8 @@ def _run_key(
                 # ---- advanceTime: the timed-out runs are a prefix (sorted by start); when
                 # none times out nothing can change (waiting matches stay held)
                 cut = 0
-                while window > 0 and cut < na and (final_tick or _expired(t, W_sts[ao + cut], window)):
+                while window > 0 and cut < na and ((final_tick and t == TIME_MAX) or _expired(t, W_sts[ao + cut],
+                                                                                               window)):
                     cut += 1
                 if cut == 0:
                     continue
@@ -906,7 +907,7 @@ def run_batch(
         max_push, max_edges,
         # the options: ``max_runs`` bounds a key's live runs, ``max_nodes`` the buffer's live
         # nodes; the caller sets ``stop[0]`` to interrupt the call (the state is then partial)
-        window, skip_code, skip_stage, want_timeouts, max_runs, max_nodes, flush, stop,
+        window, skip_code, skip_stage, want_timeouts, max_runs, max_nodes, tick_ts, stop,
         # the batch: rows in input order, ``order`` lists them grouped by key (``key_ptr``);
         # ``row0`` is the stream position of the batch's first row
         n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
@@ -1022,14 +1023,14 @@ def run_batch(
         j = 0
         dead = start_dead[k] != 0
         n_rows = key_ptr[k + 1] - key_ptr[k]
-        n_events = n_rows + 1 if flush else n_rows
+        n_events = n_rows + 1 if tick_ts != NO_TICK else n_rows
         row_lo = key_ptr[k]
         while n_events > 0:  # (a key without events here keeps its state as it is)
             code_, j, ao, a_half, na, nh, npend, nm, ne, dead, stamp = _run_key(
                 st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond,
                 cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge,
-                window, skip_code, skip_stage, want_timeouts, max_runs, stop, dominate, merging, per_run, vw,
-                k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
+                window, skip_code, skip_stage, want_timeouts, max_runs, stop, tick_ts, dominate, merging, per_run,
+                vw, k, row_lo, n_rows, n_events, order, row0, ts, masks, cols, start_mask,
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, p_node, p_sts, p_spos, run_flag,
                 m_aux, ht_run, ht_gen, hq_sts, hq_spos, hq_epos, hq_node, pend_node, pend_g, pend_flag, pend_tts,
                 stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp,

@@ -383,3 +383,45 @@ def test_ctrl_c_stops_a_long_scan_and_leaves_the_matcher_usable(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "interrupted after" in res.stdout
+
+
+def test_watermark_times_out_quiet_keys():
+    """As Flink's CEP operator: the watermark advances every key's time, so a key that receives
+    no more rows still emits its timed-out partial matches and its trailing not_followed_by
+    matches once the watermark passes their window (not only at close())."""
+    p = (cc.Pattern.begin("a").where(col("price") > 10)
+         .followed_by("b").where(col("price") > 100).within(50))
+    quiet = pa.table({"sym": ["q", "q"], "ts": pa.array([0, 10], pa.int64()), "price": [11.0, 12.0]})
+    m = cc.Matcher(p, key="sym", time="ts", timeouts=True, out_of_orderness=0)
+    assert m.process(quiet).num_rows == 0
+    busy = pa.table({"sym": ["z"] * 2, "ts": pa.array([20, 55], pa.int64()), "price": [1.0] * 2})
+    out = m.process(busy)  # watermark 54: the run started at 0 (window to 50) times out, not the one at 10
+    assert out.column("timed_out").to_pylist() == [True] and out.column("row").to_pylist() == [0]
+    assert out.column("timeout_ts").to_pylist() == [50]
+    out = m.process(busy.slice(0, 0), watermark=60)  # an explicit watermark passes the second's window
+    assert out.column("row").to_pylist() == [1] and out.column("timeout_ts").to_pylist() == [60]
+    assert m.close().num_rows == 0
+
+    absent = (cc.Pattern.begin("a").where(col("price") > 10)
+              .not_followed_by("n").where(col("price") > 100).within(50))
+    m = cc.Matcher(absent, key="sym", time="ts", out_of_orderness=0)
+    assert m.process(quiet.slice(0, 1)).num_rows == 0
+    got = m.process(busy)  # watermark 54 >= 0 + 50: q's window passed with no n, though q is quiet
+    assert got.column("stage").to_pylist() == ["a"] and got.column("row").to_pylist() == [0]
+
+
+def test_integer_times_that_look_like_another_unit_warn():
+    """Integer time is read as milliseconds unless time_unit says otherwise: epoch seconds with a
+    duration window (a window 1,000 times too wide) get a warning naming the likely unit."""
+    import warnings
+    p = RISE.within("10s")
+    secs = pa.table({"sym": ["a"] * 3, "ts": pa.array([1_700_000_000, 1_700_000_001, 1_700_000_002], pa.int64()),
+                     "price": [11.0, 12.0, 5.0]})
+    with pytest.warns(cc.ColcepWarning, match=r"epoch seconds .* time_unit='s'"):
+        cc.match(secs, p, key="sym")
+    millis = secs.set_column(1, "ts", pa.array([1_700_000_000_000, 1_700_000_000_500, 1_700_000_001_000]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cc.match(secs, p, key="sym", time_unit="s").num_rows == 3  # explicit: no warning
+        assert cc.match(millis, p, key="sym").num_rows == 3              # ms data: no warning
+        cc.match(secs, RISE, key="sym")                                   # integer window: no warning
