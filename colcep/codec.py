@@ -12,6 +12,10 @@ Layout (little-endian)::
 The state is compacted on the way out: only the buffer nodes that live runs and held matches
 reach, renumbered, and only the input rows those nodes refer to, so a snapshot's size tracks
 live partial matches, not the stream's length. ``keys=`` exports a subset of the keys.
+
+Optional sections (a reader skips what it does not know; format 1 throughout): ``history.ptr``,
+``history.ts``, ``history.vals``, the rows per key that ``prev`` / ``rolling`` still reach
+(``colcep.history``), present when the pattern reads history; absent, the history is empty.
 """
 from __future__ import annotations
 
@@ -60,6 +64,10 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
                     ("start_dead", _per_key(st.start_dead, codes, 0)),
                     ("key_last_ts", _per_key(st.key_last_ts, codes, np.iinfo(np.int64).min))):
         blobs.array(name, a)
+    if st.history is not None:
+        h = st.history.select(codes)
+        for name, a in (("history.ptr", h.ptr), ("history.ts", h.ts), ("history.vals", h.vals)):
+            blobs.array(name, a)
     key_type = st.keys.type if st.keys.type is not None else pa.null()
     blobs.table("keys", pa.table({"key": pa.array([st.keys.values[c] for c in codes],
                                                   key_type if m.key is not None else pa.null())}))
@@ -184,6 +192,9 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
     st.buffer = _buffer(row, stage, parent, ref)
     st.start_dead = blobs.array("start_dead").copy()
     st.key_last_ts = blobs.array("key_last_ts").copy()
+    if "history.ptr" in header["blobs"]:
+        from .history import History
+        st.history = History(*(blobs.array(f"history.{n}") for n in ("ptr", "ts", "vals")))
     keys = blobs.table("keys").column("key").to_pylist()
     st.keys.codes = {k: i for i, k in enumerate(keys)}
     st.keys.values = list(keys)
@@ -276,3 +287,9 @@ def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:
         raise SnapshotError("the snapshot's aggregate vectors do not fit this pattern")
     if st.start_dead.shape[0] != n_keys or st.key_last_ts.shape[0] != n_keys:
         raise SnapshotError(f"the snapshot's per-key arrays do not fit its {n_keys} keys")
+    if st.history is not None:
+        from .history import plan
+        p = plan(program.lowered.hist_exprs)
+        bad = "this pattern reads no history" if p is None else st.history.check(n_keys, p.n_sources)
+        if bad:
+            raise SnapshotError(f"the snapshot does not fit: {bad}")

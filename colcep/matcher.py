@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import conditions as cond
+from . import history as hist
 from . import interrupt
 from .durations import TIME_UNITS, check_duration, to_units
 from .errors import CapacityError, ColcepWarning, InputError, PatternError
@@ -116,6 +117,7 @@ class Matcher:
         if out_of_orderness is not None and out_of_orderness != "watermarks":
             check_duration(out_of_orderness, "out_of_orderness", signed=True, error=InputError)
         self.program: CompiledPattern = compile_program(pattern)
+        self._hist_plan = hist.plan(self.program.lowered.hist_exprs)  # prev / rolling columns, or None
         self.key = key
         self.time = time
         self.columns = None if columns is None else list(columns)
@@ -406,6 +408,9 @@ class Matcher:
         for e in lw.mask_exprs + lw.col_exprs:
             needed |= e.columns()
         env = self._env(tbl, needed) if n else {c: np.zeros(0) for c in needed}
+        if self._hist_plan is not None:  # prev / rolling: per key, over the rows carried from earlier batches
+            st.history, hcols = hist.advance(st.history, self._hist_plan, env, codes, ts, n_keys, b.unit, st.strings)
+            env.update(hcols)
         masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
         for i, e in enumerate(lw.mask_exprs):
             masks[i] = cond.evaluate(e, env, n, st.strings)

@@ -110,6 +110,7 @@ class MatcherState:
     ticked: int | None = None           # the watermark time last advanced to
     max_ts: int | None = None
     late_rows: int = 0
+    history: object = None              # colcep.history.History: rows prev / rolling still reach, or None
 
     @classmethod
     def new(cls, key: str | None, v_width: int, literals: dict) -> "MatcherState":
@@ -148,4 +149,5 @@ class MatcherState:
         held = sum(a.nbytes for a in self.held.arrays())
         rows = sum(t.nbytes for _, t in self.retained)
         pend = self.pending.nbytes if self.pending is not None else 0
-        return runs + held + self.buffer.live * NODE_BYTES + rows + pend
+        hist = self.history.nbytes if self.history is not None else 0
+        return runs + held + self.buffer.live * NODE_BYTES + rows + pend + hist

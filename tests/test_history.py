@@ -160,3 +160,235 @@ def test_int64_extremes_in_time_windows():
     x = np.array([1.0, 2.0, 3.0, 4.0])
     got = _advance_in_pieces([rolling("x", "sum", within=2)], codes, ts, x, [2])
     np.testing.assert_array_equal(got[0], [0, 1, 0, 3])
+
+
+# ----------------------------------------------------------------------------- in the Matcher
+def _ticks(n=600, keys=4, seed=3, null_frac=0.1, min_step=0):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, keys, n)
+    price = np.round(10 + np.cumsum(rng.normal(0, 0.3, n)), 2)
+    price[rng.random(n) < null_frac] = np.nan
+    return pa.table({"sym": pa.array([f"S{c}" for c in codes]),
+                     "ts": pa.array(np.cumsum(rng.integers(min_step, 30, n)), pa.int64()),
+                     "price": pa.array(price, mask=np.isnan(price) & (rng.random(n) < 0.5)),  # nulls and NaN
+                     "volume": pa.array(rng.integers(1, 1000, n).astype(np.float64))})
+
+
+def _with_reference(tbl, nodes, column="price"):
+    """The table with each node's brute-force value as a column ``ref<i>``."""
+    keys = tbl.column("sym").to_pylist()
+    ts = tbl.column("ts").to_pylist()
+    x = [math.nan if v is None else v for v in tbl.column(column).to_pylist()]
+    for i, e in enumerate(nodes):
+        tbl = tbl.append_column(f"ref{i}", pa.array(ref_history(e, keys, ts, x)))
+    return tbl
+
+
+def _feed(m, tbl, cuts):
+    parts, lo = [], 0
+    for hi in list(cuts) + [tbl.num_rows]:
+        parts.append(m.process(tbl.slice(lo, hi - lo)))
+        lo = hi
+    parts.append(m.close())
+    return pa.concat_tables(parts)
+
+
+def _rise(a_cond, b_cond):
+    return (cc.Pattern.begin("a").where(a_cond)
+            .followed_by("b").where(b_cond).one_or_more()
+            .followed_by("c").where(col("price") < last("price", of="b"))
+            .within(300).skip(cc.SkipPastLastEvent()))
+
+
+HIST = [rolling("price", "mean", rows=5), rolling("price", "max", within=100, include_current=True),
+        prev("price", 2)]
+
+
+def _pattern_pair():
+    """The same pattern twice: over history nodes, and over their brute-force columns."""
+    h = _rise((col("price") > HIST[0]) & (HIST[1] - col("price") < 0.5),
+              (col("price") > last("price", of=["a", "b"])) & (HIST[2] < col("price")))
+    r = _rise((col("price") > col("ref0")) & (col("ref1") - col("price") < 0.5),
+              (col("price") > last("price", of=["a", "b"])) & (col("ref2") < col("price")))
+    return h, r
+
+
+@pytest.mark.parametrize("cuts", [[], [1, 2, 3, 50, 51, 300], list(range(7, 600, 7))])
+def test_matcher_history_equals_precomputed_columns_under_any_split(cuts):
+    tbl = _with_reference(_ticks(), HIST)
+    h, r = _pattern_pair()
+    cols = ["ts", "price"]
+    expected = cc.match(tbl, r, key="sym", columns=cols)
+    assert expected.num_rows > 20
+    got = _feed(cc.Matcher(h, key="sym", columns=cols), tbl, cuts)
+    assert got.equals(expected)
+
+
+def test_snapshot_restore_at_every_boundary_carries_the_history():
+    tbl = _with_reference(_ticks(250), HIST)
+    h, r = _pattern_pair()
+    expected = cc.match(tbl, r, key="sym", columns=["price"], timeouts=True)
+    prog = cc.compile(h)
+    m = cc.Matcher(prog, key="sym", columns=["price"], timeouts=True)
+    parts = []
+    for i in range(tbl.num_rows):
+        parts.append(m.process(tbl.slice(i, 1)))
+        m = cc.Matcher.restore(prog, m.snapshot())
+    parts.append(m.close())
+    got = pa.concat_tables(parts)
+    assert expected.num_rows > 10 and got.equals(expected)
+
+
+def test_snapshot_of_some_keys_carries_their_history_only():
+    tbl = _ticks(300)
+    p = cc.Pattern.begin("a").where(col("price") > rolling("price", "mean", rows=3) + 0.2)
+    m = cc.Matcher(p, key="sym", columns=["price"])
+    m.process(tbl.slice(0, 200))
+    part = cc.Matcher.restore(p, m.snapshot(keys=["S1"]))
+    hist = part._state.history
+    assert hist.ptr.tolist() == [0, 3] and hist.ts.shape == (3,)
+    rest = tbl.slice(200).filter(pa.compute.equal(tbl.slice(200).column("sym"), "S1"))
+    whole = m.process(rest)
+    assert part.process(rest).equals(whole)
+
+
+def test_a_failed_batch_leaves_the_history_as_it_was():
+    p = (cc.Pattern.begin("a").where(col("price") > 0)
+         .followed_by_any("b").where(col("price") >= prev("price")).one_or_more().allow_combinations()
+         .followed_by("c").where(col("price") < rolling("price", "min", rows=3)))
+    tbl = pa.table({"ts": pa.array(range(14), pa.int64()), "price": pa.array([1.0] * 10 + [-1.0] * 4)})
+    m = cc.Matcher(p, time="ts", columns=[], max_partial_matches=20, timeouts=True)
+    out1 = m.process(tbl.slice(0, 3))
+    before, snap = m._state.history, m.snapshot()
+    with pytest.raises(cc.CapacityError):
+        m.process(tbl.slice(3))
+    assert m._state.history is before and m.snapshot() == snap
+    m.max_partial_matches = 10**6
+    rest = pa.concat_tables([m.process(tbl.slice(3)), m.close()])
+    want = cc.Matcher(p, time="ts", columns=[], timeouts=True)
+    expected = pa.concat_tables([want.process(tbl), want.close()])
+    assert pa.concat_tables([out1, rest]).equals(expected) and expected.num_rows > 0
+
+
+def test_restore_refuses_a_history_that_does_not_fit():
+    p = cc.Pattern.begin("a").where(col("price") > prev("price"))
+    m = cc.Matcher(p, key="sym")
+    m.process(_ticks(50))
+    data = m.snapshot()
+    other = cc.Pattern.begin("a").where(col("price") > prev("price", 2))
+    with pytest.raises(cc.SnapshotError):
+        cc.Matcher.restore(other, data)            # another program: the fingerprint differs
+    assert cc.Matcher.restore(p, data)._state.history.ts.shape[0] == 4
+
+
+def test_price_above_the_mean_of_the_previous_20_ticks_vs_pandas():
+    pd = pytest.importorskip("pandas")
+    tbl = _ticks(2000, keys=5, null_frac=0)
+    p = cc.Pattern.begin("up").where(col("price") > rolling("price", "mean", rows=20))
+    out = cc.match(tbl, p, key="sym", columns=["price"])
+    df = tbl.to_pandas()
+    mean20 = df.groupby("sym")["price"].transform(lambda s: s.shift(1).rolling(20, min_periods=1).mean())
+    want = np.flatnonzero((df["price"] > mean20).to_numpy())
+    np.testing.assert_array_equal(np.sort(out.column("row").to_numpy()), want)
+
+
+def test_volume_3x_the_mean_of_the_last_minute_on_a_timestamp_column():
+    pd = pytest.importorskip("pandas")
+    tbl = _ticks(1500, keys=3, null_frac=0)
+    tbl = tbl.set_column(1, "ts", tbl.column("ts").cast(pa.timestamp("ms")))
+    p = cc.Pattern.begin("spike").where(col("volume") > 1.5 * rolling("volume", "mean", within="1s"))
+    out = cc.match(tbl, p, key="sym", columns=[])
+    df = tbl.to_pandas().set_index("ts")
+    rows = []
+    for _, g in df.assign(i=np.arange(len(df))).groupby("sym"):
+        s, c = g["volume"].rolling("1s").sum(), g["volume"].rolling("1s").count()
+        mean_before = (s - g["volume"]) / (c - 1)       # the window without the current row
+        rows += g["i"][(g["volume"] > 1.5 * mean_before) & (c > 1)].tolist()
+    np.testing.assert_array_equal(np.sort(out.column("row").to_numpy()), np.sort(rows))
+
+
+def test_event_time_history_follows_time_order():
+    tbl = _with_reference(_ticks(400, null_frac=0, min_step=1), HIST)   # no ties: (time, arrival) = input order
+    h, r = _pattern_pair()
+    expected = cc.match(tbl, r, key="sym", columns=["ts"])
+    rng = np.random.default_rng(5)
+    ts = tbl.column("ts").to_numpy()
+    jitter = np.argsort(ts + rng.integers(0, 20, len(ts)), kind="stable")   # out of order by < 20
+    shuffled = tbl.take(pa.array(jitter))
+    m = cc.Matcher(h, key="sym", columns=["ts"], out_of_orderness=40)
+    got = _feed(m, shuffled, [100, 250])
+    key = lambda t: sorted(zip(t.column("sym").to_pylist(), t.column("ts").to_pylist(), t.column("stage").to_pylist()))
+    assert key(got) == key(expected) and expected.num_rows > 0
+
+
+def test_prev_of_a_string_column():
+    tbl = pa.table({"k": ["x"] * 6, "ts": list(range(6)), "side": ["buy", "sell", "buy", "buy", None, "sell"]})
+    p = cc.Pattern.begin("a").where((col("side") == "sell") & (prev("side") == "buy"))
+    out = cc.match(tbl, p, key="k", columns=[])
+    assert out.column("row").to_pylist() == [1]          # row 5's previous side is null
+
+
+def test_history_inside_an_aggregate_and_in_the_window_of_a_stage():
+    tbl = _with_reference(_ticks(500, null_frac=0), HIST)
+    h = _rise(col("price") > 0, (col("price") > last("price", of=["a", "b"])) &
+              (cc.avg(HIST[0], of="b").is_null() | (cc.avg(HIST[0], of="b") < col("price"))))
+    r = _rise(col("price") > 0, (col("price") > last("price", of=["a", "b"])) &
+              (cc.avg("ref0", of="b").is_null() | (cc.avg("ref0", of="b") < col("price"))))
+    assert cc.match(tbl, h, key="sym", columns=[]).equals(cc.match(tbl, r, key="sym", columns=[]))
+
+
+# ----------------------------------------------------------------------------- aggregates over expressions
+def test_aggregate_over_an_expression_vs_hand_computation():
+    tbl = pa.table({"ts": [0, 1, 2, 3, 4], "price": [10.0, 11.0, 12.0, 9.0, 13.0],
+                    "volume": [1.0, 2.0, 3.0, 4.0, 100.0]})
+    vwap = cc.sum(col("price") * col("volume"), of="b") / cc.sum("volume", of="b")
+    p = (cc.Pattern.begin("b").where(col("price") > 0).times(4).consecutive()
+         .next("c").where(col("price") > vwap))
+    out = cc.match(tbl, p, columns=["price"])
+    # b = rows 0-3: (10 + 22 + 36 + 36) / 10 = 10.4 < 13
+    assert out.column("row").to_pylist() == [0, 1, 2, 3, 4]
+    q = (cc.Pattern.begin("b").where(col("price") > 0).times(4).consecutive()
+         .next("c").where(col("price") > 1.25 * vwap))     # 13 <= 1.25 * 10.4 = 13: no match
+    assert cc.match(tbl, q).num_rows == 0
+    # max / first / last / count over expressions
+    for agg, want in ((cc.max(col("price") - col("volume"), of="b"), 9.0), (cc.min(col("price") * 2, of="b"), 18.0),
+                      (cc.first(col("price") + col("volume"), of="b"), 11.0),
+                      (cc.last(col("price") / col("volume"), of="b"), 2.25),
+                      (cc.avg(col("price") * col("volume"), of="b"), 26.0)):
+        hit = (cc.Pattern.begin("b").where(col("price") > 0).times(4).consecutive()
+               .next("c").where(agg == want))
+        assert cc.match(tbl, hit).num_rows == 5, agg
+        miss = (cc.Pattern.begin("b").where(col("price") > 0).times(4).consecutive()
+                .next("c").where(agg == want + 0.5))
+        assert cc.match(tbl, miss).num_rows == 0, agg
+
+
+def test_aggregate_expression_errors():
+    with pytest.raises(TypeError):
+        cc.sum(last("price", of="a"), of="b")
+    with pytest.raises(TypeError):
+        rolling(prev("price"), "mean", rows=3)
+    with pytest.raises(TypeError):
+        rolling("price", "median", rows=3)
+    with pytest.raises(TypeError):
+        rolling("price", "mean")
+    with pytest.raises(TypeError):
+        prev("price", 0)
+    p = cc.Pattern.begin("a").where(cc.sum(col("name") * 2, of="a") > 1)
+    with pytest.raises(cc.PatternError, match="stage 'a'"):
+        cc.match(pa.table({"ts": [1], "name": ["x"]}), p)
+    assert repr(cc.sum(col("price") * col("volume"), of="b")) == "sum((col('price') * col('volume')), of='b')"
+    assert cc.sum(col("price"), of="b").key() == cc.sum("price", of="b").key()
+
+
+def test_history_and_expressions_round_trip_through_json():
+    p = (cc.Pattern.begin("a").where(col("price") > rolling("price", "mean", rows=20))
+         .followed_by("b").where((col("volume") > 3 * rolling(col("volume"), "mean", within="1min",
+                                                                include_current=True))
+                                 & (prev("price", 2) < cc.sum(col("price") * col("volume"), of="a"))))
+    q = cc.Pattern.from_json(p.to_json())
+    assert q.to_json() == p.to_json()
+    assert cc.compile(q).fingerprint == cc.compile(p).fingerprint
+    with pytest.raises(cc.PatternJSONError, match=r"stages\[0\]\.where\.cmp\[2\]\.k"):
+        cc.Pattern.from_json({"stages": [{"name": "a", "connect": "begin",
+                                          "where": {"cmp": [{"field": "x"}, ">", {"prev": "x", "k": 0}]}}]})
