@@ -40,6 +40,14 @@ colcep Pattern can hold, so every conformance case's pattern loads as it is::
       {"agg": "avg", "stage": "a" | ["a", "b"], "field": "price"}
                                           // first | last | sum | count | avg | min | max over
                                           // the events already in the stage(s); count's field is optional
+      {"agg": "sum", "stage": "b", "value": EXPR}
+                                          // the same over an expression of the event's columns
+                                          // (sum(col("price") * col("volume"), of="b")); "field" or "value"
+      {"prev": "price" | EXPR, "k": 1}    // the key's k-th previous event's value (k optional, 1)
+      {"rolling": "mean", "value": "price" | EXPR, "rows": 20, "within": "1min",
+       "include_current": false}          // sum | mean | min | max | count over the key's preceding
+                                          // events: "rows" and/or "within" (a duration string or an
+                                          // integer in the time column's unit); include_current optional
       {"arith": "+", "args": [EXPR, EXPR]}  // + - * /
 
 Stage fields other than ``name`` and ``connect`` may be left out (their defaults above).
@@ -57,7 +65,7 @@ import json
 from typing import Any
 
 from .errors import PatternError
-from .expr import AGG_FUNCS, ARITH_OPS, CMP_OPS, TRUE, Expr, lit
+from .expr import AGG_FUNCS, ARITH_OPS, CMP_OPS, ROLL_FUNCS, TRUE, Expr, lit, prev, rolling
 from .expr import _agg as _make_agg
 from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT,
                       NOT_FOLLOWED_BY, NOT_NEXT, RELAXED, Pattern)
@@ -148,8 +156,21 @@ def expr_to_json(e: Expr) -> dict:
         return {"const": a[0]}
     if op == "agg":
         d: dict[str, Any] = {"agg": a[0], "stage": a[2][0] if len(a[2]) == 1 else list(a[2])}
-        if a[1] is not None:
+        if isinstance(a[1], Expr):
+            d["value"] = expr_to_json(a[1])
+        elif a[1] is not None:
             d["field"] = a[1]
+        return d
+    if op == "prev":
+        return {"prev": _source_out(a[0]), "k": a[1]}
+    if op == "roll":
+        func, src, rows, within, cur = a
+        d = {"rolling": func, "value": _source_out(src)}
+        if rows is not None:
+            d["rows"] = rows
+        if within is not None:
+            d["within"] = _roll_within_out(within)
+        d["include_current"] = cur
         return d
     if op == "arith":
         return {"arith": a[0], "args": [expr_to_json(a[1]), expr_to_json(a[2])]}
@@ -171,6 +192,16 @@ def expr_to_json(e: Expr) -> dict:
     if op == "isnull":
         return {"isnull": expr_to_json(a[0])}
     raise TypeError(f"unknown expression node {op!r}")
+
+
+def _source_out(e: Expr) -> Any:
+    return e.args[0] if e.op == "col" else expr_to_json(e)
+
+
+def _roll_within_out(w: Any) -> Any:
+    if isinstance(w, _dt.timedelta):
+        return f"{(w.days * 86400 + w.seconds) * 10**6 + w.microseconds}us"
+    return w
 
 
 # ============================================================================ reading
@@ -364,19 +395,21 @@ def _int(d: dict, name: str, path: str) -> int:
     return v
 
 
-_NODE_KINDS = ("true", "cmp", "and", "or", "not", "isin", "isnull", "field", "const", "agg", "arith")
+_NODE_KINDS = ("true", "cmp", "and", "or", "not", "isin", "isnull", "field", "const", "agg", "arith", "prev",
+               "rolling")
 
 
 def to_expr(node: Any, path: str = "") -> Expr:
     """One JSON node (a condition or a value) as a colcep expression."""
     node = _obj(node, path)
-    kinds = ["agg"] if "agg" in node else [k for k in _NODE_KINDS if k in node]
+    kinds = ["agg"] if "agg" in node else ["rolling"] if "rolling" in node else [k for k in _NODE_KINDS if k in node]
     if len(kinds) != 1:
         raise PatternJSONError(path, f"expected exactly one of {', '.join(_NODE_KINDS)} in an expression, "
                                f"got {_show(node)}")
     k = kinds[0]
     kp = _join(path, k)
-    allowed = {"agg": {"agg", "stage", "field"}, "arith": {"arith", "args"}}.get(k, {k})
+    allowed = {"agg": {"agg", "stage", "field", "value"}, "arith": {"arith", "args"}, "prev": {"prev", "k"},
+               "rolling": {"rolling", "value", "rows", "within", "include_current"}}.get(k, {k})
     _no_unknown(node, allowed, path)
     v = node[k]
     if k == "true":
@@ -425,11 +458,40 @@ def to_expr(node: Any, path: str = "") -> Expr:
         if not isinstance(stages, list) or not stages or not all(isinstance(s, str) and s for s in stages):
             raise PatternJSONError(sp, f"expected a stage name or a non-empty list of them, got {_show(stage)}")
         field = node.get("field")
+        if "value" in node:
+            if field is not None:
+                raise PatternJSONError(_join(path, "value"), "give one of field and value")
+            field = to_expr(node["value"], _join(path, "value"))
+            return _call(_join(path, "value"), _make_agg, v, field, stages)
         if field is None and v != "count":
             raise PatternJSONError(_join(path, "field"), f"{v} needs a field")
         if field is not None and (not isinstance(field, str) or not field):
             raise PatternJSONError(_join(path, "field"), f"expected a column name, got {_show(field)}")
         return _make_agg(v, field, stages)
+    if k == "prev":
+        src = _source_in(v, kp)
+        kk = node.get("k", 1)
+        if isinstance(kk, bool) or not isinstance(kk, int) or kk < 1:
+            raise PatternJSONError(_join(path, "k"), f"expected an integer >= 1, got {_show(kk)}")
+        return _call(kp, prev, src, kk)
+    if k == "rolling":
+        if v not in ROLL_FUNCS and v != "avg":
+            raise PatternJSONError(kp, f"unknown rolling aggregate {_show(v)} (expected one of {', '.join(ROLL_FUNCS)})")
+        if "value" not in node:
+            raise PatternJSONError(_join(path, "value"), "rolling needs a value (a column name or an expression)")
+        src = _source_in(node["value"], _join(path, "value"))
+        rows = node.get("rows")
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+            raise PatternJSONError(_join(path, "rows"), f"expected an integer >= 1, got {_show(rows)}")
+        within = node.get("within")
+        if within is not None and (isinstance(within, bool) or not isinstance(within, (int, str))):
+            raise PatternJSONError(_join(path, "within"), f"expected a duration string or an integer, got {_show(within)}")
+        if rows is None and within is None:
+            raise PatternJSONError(path, "rolling needs rows, within or both")
+        cur = node.get("include_current", False)
+        if not isinstance(cur, bool):
+            raise PatternJSONError(_join(path, "include_current"), f"expected true or false, got {_show(cur)}")
+        return _call(_join(path, "within") if within is not None else kp, rolling, src, v, rows, within, cur)
     # arith
     if v not in ARITH_OPS:
         raise PatternJSONError(kp, f"unknown arithmetic operator {_show(v)} (expected one of {' '.join(ARITH_OPS)})")
@@ -438,6 +500,14 @@ def to_expr(node: Any, path: str = "") -> Expr:
     if not isinstance(args, list) or len(args) != 2:
         raise PatternJSONError(ap, f"expected two operands, got {_show(args)}")
     return Expr("arith", (v, to_expr(args[0], _join(ap, 0)), to_expr(args[1], _join(ap, 1))))
+
+
+def _source_in(v: Any, path: str) -> "str | Expr":
+    if isinstance(v, str):
+        if not v:
+            raise PatternJSONError(path, "expected a column name, got an empty string")
+        return v
+    return to_expr(v, path)
 
 
 __all__ = ["VERSION", "PatternJSONError", "to_dict", "dumps", "load", "loads", "expr_to_json", "to_expr"]

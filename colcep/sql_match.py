@@ -33,12 +33,15 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   aggregates ``SUM AVG MIN MAX COUNT`` over ``X.col`` (including the current row when ``X`` is
   the variable being defined) or over all rows so far (``SUM(col)``); arithmetic, comparisons,
   ``AND OR NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``. Aggregates, ``FIRST`` and ``LAST``
-  also take arithmetic over one variable's columns (``SUM(A.price * A.volume)``), computed as a
-  column before matching. In DEFINE, ``COUNT(X.col)`` counts rows and a running ``AVG`` divides
-  by them, nulls in ``col`` included (colcep's ``count`` counts events); MEASURES skip nulls.
-  ``PREV(col, k)`` / ``NEXT(col, k)`` of the current row are physical offsets within the
-  partition, which may fall outside the match: over a whole table colcep computes them (and the
-  ``LAST(X.col, n)`` above) as lag / lead columns of the partition before matching.
+  also take arithmetic over one variable's columns (``SUM(A.price * A.volume)``: in DEFINE
+  colcep's aggregates over expressions, in MEASURES a column computed first). In DEFINE,
+  ``COUNT(X.col)`` counts rows and a running ``AVG`` divides by them, nulls in ``col``
+  included (colcep's ``count`` counts events); MEASURES skip nulls. ``PREV(col, k)`` of the
+  current row is the partition's k-th previous row, which may lie outside the match: colcep's
+  ``prev(col, k)`` (``colcep.history``: computed per key and carried across batches and
+  snapshots, so the Pattern of :func:`compile_query` runs on streams as it is), as is the
+  ``LAST(X.col, n)`` above. ``NEXT(col, k)`` looks ahead, so over a whole table colcep computes
+  it as a lead column of the partition before matching.
 - ``MEASURES`` (final values, or running ones with ALL ROWS PER MATCH, below): ``X.col`` (the
   last row of ``X``), ``FIRST``/``LAST(X.col, n)``, ``SUM AVG MIN MAX COUNT`` (``COUNT(*)``,
   ``COUNT(X.*)``), ``PREV``/``NEXT(X.col, k)`` (rows around the last row of ``X``),
@@ -69,7 +72,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import PatternError
-from .expr import Expr, col, count, first, last, lit
+from .expr import Expr, col, count, first, last, lit, prev
 from .expr import _agg as _make_agg
 from .pattern import Pattern
 from .skip import AfterMatchSkipStrategy, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
@@ -431,31 +434,34 @@ class _Define:
             raise _err(clause, node, f"{fn.upper()} needs a column")
         if isinstance(args[0], exp.Column):
             table, name = self._col(args[0])
+            value: Expr = col(name)
+            field: "str | Expr" = name
         else:
-            table, name = self.helpers.expression(args[0], clause, self.vars, self.columns)
+            table, value = self._expression(args[0])
+            field = value
         n = self._offset(node, args)
         own = table is None or table == self.var
         of = self.vars if table is None else [table]
         if own:                # the set includes the current row
             if fn == "last":
                 if n == 0:
-                    return [(None, col(name))]
+                    return [(None, value)]
                 if n == 1:
-                    return [(None, last(name, of=of))]
+                    return [(None, last(field, of=of))]
                 # a match is a contiguous run of rows (strict contiguity everywhere), so the n-th last
                 # row of the variable being defined is the partition's row n before the current one
                 c = count(of=of)
-                return [(c >= n, col(self.helpers.shifted(name, -n))), (c < n, lit(None))]
+                return [(c >= n, prev(value, n)), (c < n, lit(None))]
             elif n == 0:
                 c = count(of=of)
-                return [(c == 0, col(name)), (c > 0, first(name, of=of))]
+                return [(c == 0, value), (c > 0, first(field, of=of))]
         elif n == 0:
-            return [(None, (first if fn == "first" else last)(name, of=of))]
+            return [(None, (first if fn == "first" else last)(field, of=of))]
         elif fn == "last":
             gap = self._rows_between(table)
             if gap is not None:     # the n-th last row of an earlier variable, at a fixed distance
                 c = count(of=of)
-                return [(c > n, col(self.helpers.shifted(name, -(1 + n + gap)))), (c <= n, lit(None))]
+                return [(c > n, prev(value, 1 + n + gap)), (c <= n, lit(None))]
         raise _err(clause, node, f"{fn.upper()}(..., {n}) is not supported here: colcep conditions see the first "
                    "and last rows of a variable; LAST(X.col, n) of an earlier variable X needs X and the variable "
                    "being defined in the top-level pattern with only single-row variables between them")
@@ -492,21 +498,23 @@ class _Define:
             raise _err(clause, node, "DISTINCT aggregates are not supported (as in Flink)")
         if isinstance(arg, exp.Column):
             table, name = self._col(arg)
+            c: Expr = col(name)
+            field: "str | Expr" = name
         else:
-            table, name = self.helpers.expression(arg, clause, self.vars, self.columns)
+            table, c = self._expression(arg)
+            field = c
         own = table is None or table == self.var
         of = self.vars if table is None else [table]
-        so_far = _make_agg(func, name, tuple(of))
+        so_far = _make_agg(func, field, tuple(of))
         if not own:
             return [(None, so_far)]
-        c = col(name)
         isnull, notnull = c.is_null(), ~c.is_null()
         if func == "sum":
             return [(isnull, so_far), (notnull, so_far + c)]
         if func == "count":        # colcep's count counts rows (see the module docstring)
             return [(None, so_far + 1)]
         if func == "avg":
-            s, n = _make_agg("sum", name, tuple(of)), _make_agg("count", name, tuple(of))
+            s, n = _make_agg("sum", field, tuple(of)), _make_agg("count", field, tuple(of))
             return [(isnull, so_far), (notnull, (s + c) / (n + 1))]
         # min / max: the current row if it is the first non-null value or beats the others
         better = (c < so_far) if func == "min" else (c > so_far)
@@ -522,7 +530,29 @@ class _Define:
             raise _err(clause, node, f"{fn} of another variable's row is not supported in DEFINE; use "
                        f"{fn}({self.var}.{name}) or {fn}({name}) (the current row)")
         n = self._offset(node, args) if len(args) > 1 else 1
-        return [(None, col(self.helpers.shifted(name, -n if fn == "PREV" else n)))]
+        if fn == "PREV":       # the partition's n-th previous row: colcep's prev(), carried on streams
+            return [(None, prev(name, n) if n > 0 else col(name))]
+        return [(None, col(self.helpers.shifted(name, n)) if n > 0 else col(name))]
+
+    def _expression(self, node) -> tuple[str | None, Expr]:
+        """(the variable an arithmetic expression inside an aggregate, FIRST or LAST reads, or None;
+        the expression over the current row's columns)."""
+        from sqlglot import exp
+        clause = f"DEFINE {self.var}"
+        table, _ = self.helpers.expression(node, clause, self.vars, self.columns, register=False)   # checks it
+
+        def conv(n) -> Expr:
+            if isinstance(n, exp.Paren):
+                return conv(n.this)
+            if isinstance(n, exp.Column):
+                return col(n.name)
+            if isinstance(n, exp.Literal):
+                return lit(float(n.this))
+            if isinstance(n, exp.Neg):
+                return -conv(n.this)
+            meth = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__"}[type(n)]
+            return getattr(conv(n.this), meth)(conv(n.expression))
+        return table, conv(node)
 
 
 class _Helpers:
@@ -539,8 +569,10 @@ class _Helpers:
             self.shifts[key] = f"__colcep_{'prev' if k < 0 else 'next'}{abs(k)}_{column}"
         return self.shifts[key]
 
-    def expression(self, node, clause: str, variables: list[str], columns: list[str]) -> tuple[str | None, str]:
-        """(the variable the expression reads, or None; the helper column holding its value)."""
+    def expression(self, node, clause: str, variables: list[str], columns: list[str],
+                   register: bool = True) -> tuple[str | None, str]:
+        """(the variable the expression reads, or None; the helper column holding its value);
+        ``register=False`` only checks the expression (the column name is then None)."""
         from sqlglot import exp
         tables = set()
         for c in node.find_all(exp.Column):
@@ -559,6 +591,8 @@ class _Helpers:
                                   exp.Neg, exp.Paren)):
                 raise _err(clause, n, "only arithmetic (+ - * /) of columns and numbers inside an aggregate, "
                            "FIRST or LAST")
+        if not register:
+            return (next(iter(tables)) if tables else None), None
         bare = node.copy()
         for c in bare.find_all(exp.Column):
             c.set("table", None)
@@ -705,9 +739,11 @@ def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
 
 
 def compile_query(query: str, columns: list[str]) -> Pattern:
-    """The Pattern a MATCH_RECOGNIZE query runs, for input with these columns (PREV / NEXT
-    read helper columns ``__colcep_prev<k>_<col>`` / ``__colcep_next<k>_<col>``, and aggregates
-    over expressions ``__colcep_expr<i>``, that :func:`sql` adds before matching)."""
+    """The Pattern a MATCH_RECOGNIZE query runs, for input with these columns. It reads only
+    the input's columns (``PREV`` and ``LAST(X.col, n)`` become ``prev()``, aggregates over
+    expressions colcep's own), so it runs on streams, in a Matcher or on Spark, except for
+    ``NEXT(col, k)`` in DEFINE, which reads the helper column ``__colcep_next<k>_<col>`` that
+    :func:`sql` adds before matching."""
     q = _analyse(query, None)
     helpers = _Helpers()
     cx = _Define(q.variables, columns, helpers, q.items)

@@ -392,3 +392,26 @@ def test_history_and_expressions_round_trip_through_json():
     with pytest.raises(cc.PatternJSONError, match=r"stages\[0\]\.where\.cmp\[2\]\.k"):
         cc.Pattern.from_json({"stages": [{"name": "a", "connect": "begin",
                                           "where": {"cmp": [{"field": "x"}, ">", {"prev": "x", "k": 0}]}}]})
+
+
+# ----------------------------------------------------------------------------- SQL
+def test_sql_prev_is_history_so_compiled_queries_run_on_streams():
+    from colcep.sql_match import compile_query
+    tbl = _ticks(800, null_frac=0, min_step=1)
+    q = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts
+             MEASURES FIRST(UP.ts) AS t0, LAST(UP.ts) AS t1, PREV(UP.price, 2) AS before
+             ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+             PATTERN (UP{3,} DOWN)
+             DEFINE UP AS UP.price > PREV(UP.price) AND (LAST(UP.price, 2) IS NULL OR UP.price > LAST(UP.price, 2))
+                          AND SUM(UP.price * UP.volume) > 0,
+                    DOWN AS DOWN.price < PREV(DOWN.price, 2))"""
+    want = cc.sql(q, t=tbl)
+    assert want.num_rows > 5
+    p = compile_query(q, tbl.column_names)
+    assert "__colcep" not in p.to_json()          # no helper columns: the input's own are enough
+    got = _feed(cc.Matcher(p, key="sym", columns=["ts"]), tbl, list(range(13, 800, 13)))
+    ups = got.filter(pa.compute.equal(got.column("stage"), "UP"))
+    firsts = ups.group_by("match_id").aggregate([("ts", "min"), ("ts", "max")]).sort_by("ts_min")
+    w = want.sort_by("t0")
+    assert firsts.column("ts_min").to_pylist() == w.column("t0").to_pylist()
+    assert firsts.column("ts_max").to_pylist() == w.column("t1").to_pylist()
