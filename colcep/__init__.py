@@ -1,7 +1,7 @@
 """colcep: complex event processing with Flink CEP's semantics on columnar data."""
 from .errors import (CapacityError, ColcepError, ColcepWarning, InputError, PatternError, SnapshotError,
                      WindowSpecError)
-from .expr import Expr, avg, col, count, first, last, lit, max, min, sum
+from .expr import Expr, avg, col, count, first, last, lit, max, min, prev, rolling, sum
 from .matcher import Matcher, match
 from .program import CompiledPattern, compile
 from .pattern import Pattern
@@ -12,7 +12,7 @@ from .windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
 __all__ = ["Pattern", "CompiledPattern", "compile", "Matcher", "match", "Expr", "col", "lit", "first", "last", "sum",
-           "count", "avg", "min", "max",
+           "count", "avg", "min", "max", "prev", "rolling",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
            "sase", "sase_match", "SaseQuery", "sql",
