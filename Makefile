@@ -2,6 +2,7 @@
 #   make scan                      set up, generate ticks, scan them on local Spark, draw out/matches.png
 #   make test                      set up and run the test suite
 #   make example NAME=paper_query3 run one of examples/ (ARGS="--spark --events 100000" passes options)
+#   make dist                      dist/colcep-<version>.zip, to ship colcep to Spark executors (--py-files)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -15,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: $(VENV) is ready (activate it with: source $(VENV)/bin/activate)"
 	touch $@
 
-.PHONY: setup test scan example bench clean
+.PHONY: setup test scan example bench dist clean
 setup: $(VENV)/.installed
 
 test: $(VENV)/.installed
@@ -32,5 +33,8 @@ example: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) asv_bench/table.py
 
+dist: $(VENV)/.installed
+	$(PY) -m colcep.ship dist
+
 clean:
-	rm -rf $(VENV) out build *.egg-info
+	rm -rf $(VENV) out build dist *.egg-info

@@ -680,6 +680,22 @@ class _SparkWatch:
                            f"{_num(matches)} matches so far")
 
 
+def _partitions(job: ScanJob, spark, rows: int | None) -> tuple[int, str]:
+    """The scan's partition count and why: --partitions, else from the data and the cluster
+    (``colcep.spark.default_partitions``), never Spark's default of 200 shuffle partitions."""
+    from colcep.spark import ROWS_PER_TASK, cluster_cores, default_partitions
+
+    if job.partitions:
+        return int(job.partitions), "--partitions"
+    n, cores = default_partitions(spark, rows), cluster_cores(spark)
+    size = f"{_num(rows)} rows" if rows else "input size unknown"
+    if rows and n > 2 * cores:
+        rule = f"about {_num(ROWS_PER_TASK)} rows a task, a multiple of the {cores} cores"
+    else:
+        rule = f"twice the {cores} cores"
+    return n, f"{rule}; {size}; --partitions N to choose"
+
+
 def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
                 rep: Reporter) -> tuple[int, str, dict, str | None]:
     from colcep.spark import ScanMetrics, match, match_parquet
@@ -699,7 +715,8 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
         hint = in_process_hint(master, owned, total, t_session)
         if job.batch_rows:
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(int(job.batch_rows)))
-        parts = job.partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+        parts, why = _partitions(job, spark, total)
+        rep.step(f"{parts} Spark partitions ({why})")
         metrics = ScanMetrics(spark)
         t1 = time.perf_counter()
         if job.direct:
@@ -738,7 +755,8 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
         batch = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
         engine = (f"Spark {sc.master} ({how}, {parts} partitions, Arrow batches of {_num(int(batch))} rows; "
                   f"{metrics.tasks} tasks, {metrics.warm_workers} worker(s) loaded the kernels in "
-                  f"{metrics.warm_seconds:.1f} s)")
+                  f"{metrics.warm_seconds:.1f} s" + (f", compiling {_num(metrics.compiles)} of them" if metrics.compiles
+                                                     else "") + ")")
     finally:
         if owned:
             rep.step("stopping Spark ...")
@@ -818,7 +836,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--direct", action="store_true", help="Parquet laid out by key: executors read the files "
                                                          "with pyarrow (no JVM conversion)")
     e.add_argument("--cores", type=int, help="cores of the local Spark session (default: all)")
-    e.add_argument("--partitions", type=int, help="Spark partitions (default: the session's shuffle partitions)")
+    e.add_argument("--partitions", type=int, help="Spark partitions (default: twice the cluster's cores, more for "
+                                                   "large inputs, about 4 million rows a task; said when it runs)")
     e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows (default 500,000)")
     o = s.add_argument_group("output")
     o.add_argument("--no-progress", dest="progress", action="store_false", default=True,

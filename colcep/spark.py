@@ -20,11 +20,14 @@ Where the input is Parquet already laid out by key (Hive partitions ``key=value/
 that each hold whole keys), :func:`match_parquet` lets Spark hand out the files and the
 executors read them with pyarrow, skipping the JVM's row conversion.
 
+On a cluster whose executors do not have colcep installed, ``ship(spark)`` adds a zip of
+colcep to the session (or pass ``dist/colcep-<version>.zip`` from ``make dist`` to
+``spark-submit --py-files``); see :mod:`colcep.ship`.
+
 pyspark is imported lazily: ``import colcep`` never needs it.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import tempfile
@@ -37,19 +40,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .cache import compile_lock, kernel_compiles
 from .errors import InputError
 from .expr import Expr
 from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
+from .ship import executor_report, ship
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
 __all__ = ["match", "match_parquet", "local_session", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec",
-           "DEFAULT_BATCH_ROWS", "ID_BITS"]
+           "ship", "executor_report", "default_partitions", "DEFAULT_BATCH_ROWS", "ID_BITS"]
 
 #: Arrow batch size the local session asks Spark for (spark.sql.execution.arrow.maxRecordsPerBatch).
 DEFAULT_BATCH_ROWS = 500_000
@@ -202,50 +207,102 @@ def _same_types(cols: list, schema: pa.Schema) -> bool:
 
 
 # ---------------------------------------------------------------------------- worker set-up
-_WARM: dict[str, float] = {}
+_WARM: dict[str, float] = {}  # warm-up key of a spec -> seconds this process spent warming it up
+
+
+def _warm_key(spec: _Spec) -> str:
+    """What decides which kernel specialisations a task calls: the pattern and the input's types."""
+    key = spec.__dict__.get("_warm_key")
+    if key is None:
+        import hashlib
+        import pickle
+
+        try:
+            blob = pickle.dumps((spec.pattern, spec.in_schema, spec.key, spec.time, spec.row, spec.timeouts,
+                                 spec.time_unit))
+        except Exception:  # noqa: BLE001 - an unpicklable pattern still runs; it is warmed up per task
+            blob = repr(spec).encode()
+        key = hashlib.sha1(blob).hexdigest()
+        object.__setattr__(spec, "_warm_key", key)
+    return key
+
+
+def _warm_table(spec: _Spec) -> pa.Table:
+    """Synthetic rows of the task's input schema that make the Matcher call the kernels with
+    the array layouts real tasks use: more rows than one kernel call takes (the Matcher then
+    passes slices of its column matrices) over at most CHUNK_ROWS / CHUNK_ROWS_PER_KEY keys.
+    Values are zeros: only the types and layouts matter to Numba."""
+    from . import matcher as mm
+
+    chunk = int(getattr(mm, "CHUNK_ROWS", 1 << 14))
+    per_key = int(getattr(mm, "CHUNK_ROWS_PER_KEY", 64))
+    n = 2 * chunk + 1
+    n_keys = max(1, min(chunk // max(per_key, 1), 256))
+    idx = np.arange(n, dtype=np.int64)
+    cols = []
+    for f in spec.in_schema:
+        t = f.type
+        if f.name == spec.key:
+            if pa.types.is_boolean(t):
+                arr = pa.array(idx % 2 == 1)
+            elif pa.types.is_integer(t):
+                arr = pa.array(idx % n_keys).cast(t)
+            else:
+                arr = pa.array([f"k{i}" for i in range(n_keys)]).take(pa.array(idx % n_keys)).cast(t)
+        elif f.name == spec.time or f.name == spec.row:
+            arr = pa.array(idx).cast(t)
+        elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or \
+                pa.types.is_timestamp(t):
+            arr = pa.array(np.zeros(n, np.int64)).cast(t)
+        elif pa.types.is_boolean(t):
+            arr = pa.array(np.zeros(n, bool))
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            arr = pa.array([""]).take(pa.array(np.zeros(n, np.int32))).cast(t)
+        else:
+            arr = pa.nulls(n, t)
+        cols.append(arr)
+    return pa.Table.from_arrays(cols, schema=spec.in_schema)
 
 
 def _warm_kernels(spec: _Spec) -> float:
-    """Load (or, on a cold cache, compile) the Numba kernels once per worker process.
+    """Load (or, on a cold cache, compile) the kernel specialisations this spec's tasks call,
+    once per worker process and pattern, before the task's rows run.
 
-    Worker processes of one machine take a file lock first, so one compiles and writes the
-    on-disk cache while the others wait and then load it: Numba compiles once per machine.
-    Returns the seconds spent (0 when this process was already warm)."""
-    if "done" in _WARM:
+    The worker processes of a machine take the machine-wide lock first
+    (:func:`colcep.cache.compile_lock`), so one compiles and writes the on-disk cache (a folder
+    that does not depend on the application, :mod:`colcep.cache`) while the others wait and then
+    load it: Numba compiles once per machine. Returns the seconds spent (0 when this process had
+    already warmed this pattern up)."""
+    key = _warm_key(spec)
+    if key in _WARM:
         return 0.0
     t0 = time.perf_counter()
-    with _machine_lock():
+    with compile_lock():
         m = spec.matcher()
-        m.process(spec.in_schema.empty_table())
+        m.process(spec.in_schema.empty_table())  # a whole (contiguous) batch: the small-batch layout
         m.close()
-    _WARM["done"] = time.perf_counter() - t0
-    return _WARM["done"]
-
-
-@contextlib.contextmanager
-def _machine_lock():
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = os.path.join(tempfile.gettempdir(), f"colcep-numba-{uid}.lock")
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        try:  # a batch larger than one kernel call: the column matrices are passed as slices
+            m = spec.matcher()
+            m.process(_warm_table(spec))
+            m.close()
+        except Exception:  # noqa: BLE001 - e.g. a CapacityError on the synthetic rows, after the compile
+            pass
+    _WARM[key] = time.perf_counter() - t0
+    return _WARM[key]
 
 
 class ScanMetrics:
     """Spark accumulators a job fills in: rows and batches read, matches, tasks, task
-    seconds and the seconds workers spent loading / compiling the kernels (``warm_seconds``,
-    ``warm_workers``: how many worker processes did so). Values are complete once the
-    action that ran the job has returned."""
+    seconds, the seconds worker processes spent warming the kernels up for the pattern
+    (loading them, or compiling under the machine's lock: ``warm_seconds``; ``warm_workers``:
+    how many worker processes did so), ``compiles``: the kernel specialisations the workers
+    compiled during the job (Numba cache misses; 0 when every worker loaded them from the
+    machine's cache), and ``late_compiles``: those compiled after the warm-up, while rows ran
+    (outside the machine's lock; 0 when the warm-up covered what the tasks call). Values are
+    complete once the action that ran the job has returned."""
 
-    _FIELDS = ("rows", "batches", "matches", "tasks", "task_seconds", "warm_seconds", "warm_workers")
+    _FIELDS = ("rows", "batches", "matches", "tasks", "task_seconds", "warm_seconds", "warm_workers", "compiles",
+               "late_compiles")
 
     def __init__(self, spark: "SparkSession"):
         sc = spark.sparkContext
@@ -276,7 +333,9 @@ class _TaskMatcher:
         from pyspark import TaskContext
 
         t0 = time.perf_counter()
+        c0 = kernel_compiles()
         warm = _warm_kernels(self.spec)
+        c1 = kernel_compiles()
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
         stream = KeyedStream(self.spec, part << ID_BITS)
@@ -289,7 +348,8 @@ class _TaskMatcher:
             yield from t.to_batches()
         if self.metrics is not None:
             self.metrics.add(rows=stream.rows, batches=n_batches, matches=stream.matches, tasks=1,
-                             task_seconds=time.perf_counter() - t0, warm_seconds=warm, warm_workers=int(warm > 0))
+                             task_seconds=time.perf_counter() - t0, warm_seconds=warm, warm_workers=int(warm > 0),
+                             compiles=kernel_compiles() - c0, late_compiles=kernel_compiles() - c1)
 
 
 # ============================================================================ driver side
@@ -409,7 +469,7 @@ def _out_fields(key_field, timeouts: bool, col_fields: list) -> list:
 def _validate_pattern(spec: _Spec) -> None:
     """Bind the pattern to the input schema on the driver (condition types, window units):
     errors surface before the job, and this machine's kernel cache is warm for the workers."""
-    with _machine_lock():
+    with compile_lock():
         m = spec.matcher()
         m.process(spec.in_schema.empty_table())
         m.close()
@@ -487,6 +547,37 @@ def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
         return parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
+
+
+#: Rows per task ``default_partitions`` aims at when the input is large (a task streams its
+#: rows batch by batch, so this bounds the count of tasks, not memory).
+ROWS_PER_TASK = 4_000_000
+
+
+def cluster_cores(spark: "SparkSession") -> int:
+    """The cores the session's executors offer: Spark's default parallelism, or the cores the
+    application asked for (``spark.cores.max``, ``spark.executor.instances`` x
+    ``spark.executor.cores``) when executors are still registering."""
+    sc = spark.sparkContext
+    cores = int(sc.defaultParallelism or 1)
+    conf = sc.getConf()
+    asked = [int(conf.get("spark.cores.max", "0") or 0)]
+    inst, per = conf.get("spark.executor.instances", None), conf.get("spark.executor.cores", None)
+    if inst and per:
+        asked.append(int(inst) * int(per))
+    return max([cores] + asked)
+
+
+def default_partitions(spark: "SparkSession", rows: int | None = None) -> int:
+    """A partition count for :func:`match` from the data and the cluster: twice the cores (so a
+    slow key's task does not leave cores idle), more for large inputs (about ``ROWS_PER_TASK``
+    rows a task), rounded up to a multiple of the cores. Not Spark's 200 shuffle partitions,
+    which for 10^6 rows makes 200 tasks of Spark overhead each."""
+    cores = cluster_cores(spark)
+    n = 2 * cores
+    if rows:
+        n = max(n, -(-int(rows) // ROWS_PER_TASK))
+    return -(-n // cores) * cores
 
 
 def _check_nulls(df: "DataFrame", roles: dict[str, str]) -> None:
@@ -604,7 +695,9 @@ class _FileGroupMatcher:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         t0 = time.perf_counter()
+        c0 = kernel_compiles()
         warm = _warm_kernels(self.plan.spec)
+        c1 = kernel_compiles()
         rows = matches = 0
         for b in batches:
             for gid in b.column(0).to_pylist():
@@ -619,7 +712,8 @@ class _FileGroupMatcher:
                 matches += stream.matches
         if self.metrics is not None:
             self.metrics.add(rows=rows, matches=matches, tasks=1, task_seconds=time.perf_counter() - t0,
-                             warm_seconds=warm, warm_workers=int(warm > 0))
+                             warm_seconds=warm, warm_workers=int(warm > 0), compiles=kernel_compiles() - c0,
+                             late_compiles=kernel_compiles() - c1)
 
 
 def _read_group(plan: _ParquetPlan, gid: int) -> pa.Table:
@@ -780,3 +874,5 @@ def _key_range(frag, key: str) -> tuple[Any, Any]:
         lo = st.min if lo is None else min(lo, st.min)
         hi = st.max if hi is None else max(hi, st.max)
     return lo, hi
+
+from .spark_stream import match_stream, state_report  # noqa: E402,F401  Structured Streaming (colcep/spark_stream.py)
