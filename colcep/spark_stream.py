@@ -1,0 +1,467 @@
+"""colcep on Spark Structured Streaming: per-key pattern state in Spark's state store.
+
+    from colcep.spark import local_session, match_stream
+    ticks = (spark.readStream.schema(schema).parquet("incoming/")
+             .withWatermark("ts", "5 seconds"))                       # Spark's event-time watermark
+    out = match_stream(ticks, pattern, key="name", time="ts", timeouts=True)
+    q = (out.writeStream.format("parquet").option("checkpointLocation", "chk/")
+            .outputMode("append").start("matches/"))
+
+``match_stream`` groups the stream by the key and runs ``applyInPandasWithState``: for each
+key of a micro-batch, the key's colcep state (a one-key :class:`~colcep.Matcher` snapshot,
+``Matcher.snapshot()`` bytes) is restored, the key's new rows are matched, and the snapshot is
+stored back in Spark's state store, versioned with the micro-batch, so a query restarted from
+its checkpoint replays exactly what it had not committed.
+
+Event time: Spark's watermark (``withWatermark`` on the time column; Spark computes it from the
+previous micro-batches) is colcep's watermark: the Matcher is built with
+``out_of_orderness="watermarks"`` and each call passes Spark's watermark, so rows wait until
+it passes them and are then matched in (time, arrival) order. Rows at or behind the watermark
+when they arrive are late: they come out as rows with ``late = true`` (never dropped, and Spark
+does not drop them either: the operator does not see the watermarked column itself). A key
+that holds waiting rows or partial matches under ``within`` asks for an event-time timeout at
+its next deadline, so a quiet key is called again when the watermark passes it: waiting rows
+are released and partial matches time out (``timed_out`` rows, trailing ``not_followed_by``)
+without a new row of that key.
+
+The output has one row per matched event, as :func:`colcep.spark.match`: ``match_id`` (a
+per-key counter kept in the state, so ``(key, match_id)`` identifies a match and is the same
+after any restart), the key, ``stage``, ``row`` (the ``seq`` column's value, or without ``seq``
+the row's arrival number within its key), ``timed_out`` / ``timeout_ts`` (with
+``timeouts=True``), ``late`` and the selected columns; a late row has ``late = true``, null
+``match_id`` and ``stage``, and its columns.
+
+The per-key step (:func:`step`) needs no Spark; tests drive it directly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import CapacityError, InputError
+from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
+from .pattern import Pattern
+from .program import CompiledPattern
+from .program import compile as compile_program
+from .watermark import time_values
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["match_stream", "step", "KeyState", "StreamSpec", "stream_spec", "state_report",
+           "DEFAULT_KEY_STATE_BYTES", "LATE"]
+
+#: Bound on one key's stored state (snapshot bytes) and on its match buffer.
+DEFAULT_KEY_STATE_BYTES = 64 << 20
+#: The output column flagging late rows.
+LATE = "late"
+_WM_COL = "__colcep_wm"          # carries the watermark metadata, never late (see match_stream)
+_WM_FAR = "2261-12-31 00:00:00"  # within pandas' nanosecond range
+_DELAY_KEY = "spark.watermarkDelayMs"
+_RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts", LATE)
+
+
+# ============================================================================ the per-key step
+@dataclass(frozen=True)
+class StreamSpec:
+    """What each key's step needs, shipped to the executors as plain data."""
+
+    pattern: Pattern
+    key: str
+    time: str                    # int64 microseconds in ``in_schema``
+    seq: str | None
+    columns: tuple[str, ...]     # user output columns, key excluded
+    timeouts: bool
+    max_partial_matches: int
+    max_state_bytes: int
+    in_schema: pa.Schema         # the rows a step receives
+    out_schema: pa.Schema        # the rows a step returns
+
+    @property
+    def program(self) -> CompiledPattern:
+        prog = self.__dict__.get("_program")
+        if prog is None:
+            prog = compile_program(self.pattern)
+            object.__setattr__(self, "_program", prog)
+        return prog
+
+    @property
+    def row(self) -> str:
+        return self.seq or "row"
+
+    @property
+    def time_unit(self) -> str:
+        return "us"
+
+    def matcher(self) -> Matcher:
+        return Matcher(self.program, key=self.key, time=self.time,
+                       columns=[c for c in self.in_schema.names if c != self.key], timeouts=self.timeouts,
+                       time_unit="us", max_partial_matches=self.max_partial_matches,
+                       max_state_bytes=self.max_state_bytes, out_of_orderness="watermarks")
+
+
+@dataclass(frozen=True)
+class KeyState:
+    """One key's stored state: its Matcher's snapshot (None while the Matcher holds no partial
+    or held match), its rows waiting for the watermark (Arrow IPC bytes, or None), and the
+    numbers its match ids and row numbers continue from."""
+
+    snapshot: bytes | None = None
+    pending: bytes | None = None
+    id_base: int = 0
+    row_base: int = 0
+
+    def as_tuple(self) -> tuple:
+        return (self.snapshot, self.pending, self.id_base, self.row_base)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.snapshot or b"") + len(self.pending or b"")
+
+
+def stream_spec(schema: pa.Schema, pattern: Pattern, key: str, time: str = "ts",
+                columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
+                max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+                max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None) -> StreamSpec:
+    """The step spec for rows with Arrow ``schema`` (the time column an int64 of microseconds);
+    validated by binding the pattern. Used by :func:`match_stream` and, without Spark, by tests."""
+    from .spark import _arrow_kind, _check_columns
+
+    if key is None:
+        raise InputError("match_stream needs a key column (key=...): Spark keeps the state per key")
+    fields = {f.name: f.type for f in schema}
+    out_cols = _check_columns(fields, _arrow_kind, pattern, key, time, seq, columns)
+    clash = [c for c in [key, *out_cols] if c in _RESERVED]
+    if clash:
+        raise InputError(f"column {clash[0]!r} clashes with an output column of match_stream "
+                         f"({', '.join(_RESERVED)}); rename it or leave it out of columns")
+    from .spark import _pattern_columns
+
+    need = [c for c in dict.fromkeys([key, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    in_schema = pa.schema([schema.field(c) for c in need])
+    tt = out_time_type or pa.timestamp("us", tz="UTC")
+    out = [pa.field("match_id", pa.int64()), schema.field(key), pa.field("stage", pa.string()),
+           pa.field("row", pa.int64())]
+    if timeouts:
+        out += [pa.field("timed_out", pa.bool_()), pa.field("timeout_ts", tt)]
+    out.append(pa.field(LATE, pa.bool_()))
+    out += [pa.field(c, tt) if c == time else schema.field(c) for c in out_cols]
+    spec = StreamSpec(pattern, key, time, seq, tuple(out_cols), bool(timeouts), int(max_partial_matches),
+                      int(max_state_bytes), in_schema, pa.schema(out))
+    m = spec.matcher()  # binds the pattern: condition types, the window in microseconds
+    m.process(in_schema.empty_table())
+    return spec
+
+
+def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
+         watermark: int | None) -> tuple[pa.Table, KeyState, int | None]:
+    """One key's work in one micro-batch.
+
+    ``rows``: the key's rows of this micro-batch (``spec.in_schema``, any order; None or empty on
+    a timer); ``state``: what the previous micro-batch stored (None for a new key);
+    ``watermark``: the micro-batch's event-time watermark in microseconds (None: none yet).
+    Returns the output rows (``spec.out_schema``: matches, time-outs, late rows), the state to
+    store and the next time (microseconds) the key must be called at even without rows (None:
+    only when rows come). Deterministic: the same arguments give the same results.
+
+    Rows at or behind the watermark are late. The others wait in the state until the watermark
+    reaches them and then go to the key's Matcher (``out_of_orderness="watermarks"``) with the
+    watermark, in (time, ``seq``) order (without ``seq``: time, then the rows' values), whichever
+    micro-batch they came in: the order of the batch path, and the same on any replay."""
+    state = state or KeyState()
+    late = None
+    waiting = _read_rows(state.pending) if state.pending is not None else None
+    if rows is not None and rows.num_rows:
+        rows = rows.select(spec.in_schema.names)
+        if rows.schema != spec.in_schema:
+            rows = rows.cast(spec.in_schema)
+        if watermark is not None:
+            is_late = time_values(rows, spec.time) <= watermark
+            if is_late.any():
+                late, rows = rows.filter(pa.array(is_late)), rows.filter(pa.array(~is_late))
+        waiting = rows if waiting is None else pa.concat_tables([waiting, rows])
+    due = None
+    if watermark is not None and waiting is not None and waiting.num_rows:
+        is_due = time_values(waiting, spec.time) <= watermark
+        if is_due.any():
+            due, waiting = waiting.filter(pa.array(is_due)), waiting.filter(pa.array(~is_due))
+    out = []
+    m = None
+    if state.snapshot is not None or due is not None:
+        m = _restore(spec, state.snapshot) if state.snapshot is not None else spec.matcher()
+        feed = _in_order(spec, due) if due is not None else spec.in_schema.empty_table()
+        matches = m.process(feed, watermark=watermark) if watermark is not None else m.process(feed)
+        if matches.num_rows:
+            out.append(_matches_out(spec, matches, state))
+    if late is not None and late.num_rows:
+        out.append(_late_out(spec, late))
+    table = pa.concat_tables(out) if out else spec.out_schema.empty_table()
+    pending = None
+    wake = None
+    if waiting is not None and waiting.num_rows:
+        pending = _write_rows(_in_order(spec, waiting))  # sorted: the same bytes on any replay
+        wake = int(time_values(waiting, spec.time).min())
+    if m is None:
+        new = KeyState(None, pending, state.id_base, state.row_base)
+    elif _holds_nothing(m):
+        st = m._state
+        new = KeyState(None, pending, state.id_base + st.matches_out, state.row_base + st.rows_seen)
+    else:
+        new = KeyState(m.snapshot(), pending, state.id_base, state.row_base)
+        deadline = _next_deadline(m)
+        if deadline is not None:
+            wake = deadline if wake is None else min(wake, deadline)
+    if new.nbytes > spec.max_state_bytes:
+        key = _key_of(m) if m is not None else waiting.column(spec.key)[0].as_py()
+        raise CapacityError(
+            f"key {key!r}: its state is {new.nbytes:,} bytes "
+            f"({0 if m is None else m.live_partial_matches:,} live partial matches, "
+            f"{0 if pending is None else waiting.num_rows:,} rows waiting for the watermark), over the bound "
+            f"max_state_bytes={spec.max_state_bytes:,}; tighten the pattern (within(), a more selective condition, "
+            "a skip strategy), lower the watermark delay, or raise the bound")
+    return table, new, wake
+
+
+def _write_rows(t: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue().to_pybytes()
+
+
+def _read_rows(b: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(b)).read_all()
+
+
+def _restore(spec: StreamSpec, snapshot: bytes) -> Matcher:
+    m = Matcher.restore(spec.program, snapshot)
+    keys = m._state.keys
+    if keys.type is not None and pa.types.is_null(keys.type):
+        # a snapshot taken while all the key's rows still waited for the watermark records the
+        # key type as null (no key value fed yet); the key's own type is known here
+        keys.type = spec.in_schema.field(spec.key).type
+    return m
+
+
+def _in_order(spec: StreamSpec, rows: pa.Table) -> pa.Table:
+    """The micro-batch's rows in a deterministic order: by time, then ``seq`` (else every
+    column), so that replays and the batch path (which sorts by time and seq) agree."""
+    cols = [spec.time] + ([spec.seq] if spec.seq is not None else
+                          [c for c in rows.column_names if c not in (spec.time, spec.key)])
+    return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in cols]))
+
+
+def _holds_nothing(m: Matcher) -> bool:
+    st = m._state
+    return (m.live_partial_matches == 0 and st.held.node.shape[0] == 0 and _pending_rows(m) == 0
+            and not bool(np.any(st.start_dead)))
+
+
+def _pending_rows(m: Matcher) -> int:
+    p = m._state.pending
+    return 0 if p is None else p.num_rows
+
+
+def _key_of(m: Matcher) -> Any:
+    vals = m._state.keys.values
+    return vals[0] if vals else None
+
+
+def _next_deadline(m: Matcher) -> int | None:
+    """The earliest event time at which the Matcher may have work without a new row: the
+    window deadline of its oldest partial or held match. A call at that time that finds
+    nothing to do just asks again (the deadline can only move later)."""
+    st, b = m._state, m._bound
+    cands = []
+    if b is not None and b.window > 0:
+        for a in (st.runs.start_ts, st.held.start_ts):
+            if a.shape[0]:
+                cands.append(int(a.min()) + int(b.window))
+    return min(cands) if cands else None
+
+
+def _to_out_time(spec: StreamSpec, a: Any, field: pa.Field) -> pa.Array:
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    return a.cast(pa.int64()).cast(pa.timestamp("us")).cast(field.type) if not pa.types.is_timestamp(a.type) \
+        else a.cast(field.type)
+
+
+def _matches_out(spec: StreamSpec, t: pa.Table, state: KeyState) -> pa.Table:
+    schema = spec.out_schema
+    n = t.num_rows
+    cols = [pc.add(t.column("match_id"), pa.scalar(state.id_base, pa.int64())), t.column(spec.key),
+            t.column("stage"),
+            t.column(spec.seq).cast(pa.int64()) if spec.seq is not None else
+            pc.add(t.column("row"), pa.scalar(state.row_base, pa.int64()))]
+    if spec.timeouts:
+        cols += [t.column("timed_out"), _to_out_time(spec, t.column("timeout_ts"), schema.field("timeout_ts"))]
+    cols.append(pa.array(np.zeros(n, bool)))
+    for c in spec.columns:
+        cols.append(_to_out_time(spec, t.column(c), schema.field(c)) if c == spec.time else t.column(c))
+    return pa.Table.from_arrays([_cast(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+
+
+def _late_out(spec: StreamSpec, t: pa.Table) -> pa.Table:
+    schema = spec.out_schema
+    n = t.num_rows
+    cols = []
+    for f in schema:
+        if f.name == spec.key:
+            cols.append(t.column(spec.key))
+        elif f.name == "row":
+            cols.append(t.column(spec.seq).cast(pa.int64()) if spec.seq is not None else pa.nulls(n, pa.int64()))
+        elif f.name == LATE:
+            cols.append(pa.array(np.ones(n, bool)))
+        elif f.name in spec.columns:
+            cols.append(_to_out_time(spec, t.column(f.name), f) if f.name == spec.time else t.column(f.name))
+        else:  # match_id, stage, timed_out, timeout_ts
+            cols.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays([_cast(c, f.type) for c, f in zip(cols, schema)], schema=schema)
+
+
+def _cast(c: Any, t: pa.DataType) -> Any:
+    return c if c.type == t else c.cast(t)
+
+
+# ============================================================================ on Spark
+class _StreamFn:
+    """The function given to ``applyInPandasWithState``: one :func:`step` per key and call."""
+
+    def __init__(self, spec: StreamSpec):
+        self.spec = spec
+
+    def __call__(self, key: tuple, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        from .spark import _warm_kernels
+
+        spec = self.spec
+        _warm_kernels(spec)
+        names = spec.in_schema.names
+        parts = [pa.Table.from_pandas(p[names], schema=spec.in_schema, preserve_index=False)
+                 for p in pdfs if len(p)]
+        rows = pa.concat_tables(parts) if parts else None
+        wm_ms = _watermark_ms(state)
+        prev = KeyState(*state.get) if state.exists else None
+        out, new, wake = step(spec, rows, prev, wm_ms * 1000 if wm_ms > 0 else None)
+        state.update(new.as_tuple())
+        if wake is not None:
+            # Spark calls a timed-out key once its watermark is past the timestamp (in ms)
+            state.setTimeoutTimestamp(max(math.ceil(wake / 1000) - 1, wm_ms, 0))
+        if out.num_rows:
+            yield out.to_pandas()
+
+
+def _watermark_ms(state: Any) -> int:
+    """The micro-batch's watermark. The operator's input has no watermarked column of its own
+    (so that Spark does not drop late rows), so ``getCurrentWatermarkMs()`` refuses; the state
+    object holds the watermark all the same."""
+    wm = getattr(state, "_event_time_watermark_ms", None)
+    if wm is None:  # pragma: no cover - other pyspark versions
+        wm = state.getCurrentWatermarkMs()
+    return int(wm) if wm is not None and wm > 0 else 0
+
+
+def _state_struct():
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField("snapshot", T.BinaryType(), True),
+                         T.StructField("pending", T.BinaryType(), True),
+                         T.StructField("id_base", T.LongType(), False),
+                         T.StructField("row_base", T.LongType(), False)])
+
+
+def match_stream(df: "DataFrame", pattern: Pattern, key: str, time: str = "ts",
+                 columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
+                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES) -> "DataFrame":
+    """Find ``pattern`` per ``key`` in a streaming DataFrame; returns a streaming DataFrame of
+    matches (one row per matched event) and late rows, to write in ``append`` mode.
+
+    Parameters
+    ----------
+    df: a streaming DataFrame with a watermark on ``time`` (``df.withWatermark(time, "5 seconds")``):
+        Spark's watermark is colcep's; rows behind it come out with ``late = true``.
+    pattern: a colcep Pattern; ``within`` windows are event time.
+    key: the key column; each key's partial matches live in Spark's state store.
+    time: the event-time column, a timestamp (conditions that read it see microseconds).
+    columns: input columns copied into the output (None: all; []: none).
+    seq: an integer column that orders rows with equal time within a micro-batch (e.g. an
+        arrival id) and becomes the output's ``row``; without it rows of equal time are ordered
+        by their values, and ``row`` is the row's arrival number within its key.
+    timeouts: also emit timed-out partial matches (``timed_out``, ``timeout_ts``).
+    max_partial_matches: bound on one key's live partial matches.
+    max_state_bytes: bound on one key's state (its match buffer and its stored snapshot).
+    A key over a bound fails the micro-batch with ``CapacityError`` naming the key and figures.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from .spark import _PANDAS_WARNING, _to_arrow
+
+    if not isinstance(pattern, Pattern):
+        raise InputError(f"match_stream() needs a colcep Pattern, got {type(pattern).__name__}")
+    if not df.isStreaming:
+        raise InputError("match_stream() needs a streaming DataFrame (spark.readStream...); for data at rest use "
+                         "colcep.spark.match()")
+    fields = {f.name: f for f in df.schema.fields}
+    if time not in fields:
+        raise InputError(f"time column {time!r} is missing; the input has {list(fields)}")
+    tf = fields[time]
+    if not isinstance(tf.dataType, T.TimestampType):
+        raise InputError(f"time column {time!r} must be a timestamp (Spark's watermark needs one), not "
+                         f"{tf.dataType.simpleString()}; e.g. F.timestamp_millis(col) for epoch milliseconds")
+    delay = tf.metadata.get(_DELAY_KEY)
+    if delay is None:
+        raise InputError(f"the stream has no watermark on {time!r}: call df.withWatermark({time!r}, '5 seconds') "
+                         "first (Spark's event-time watermark decides when rows are matched and which are late)")
+    spark = df.sparkSession
+    sel = []
+    for c in df.columns:
+        if c == time:
+            sel.append(F.unix_micros(F.col(c)).alias(c))  # plain microseconds, without the watermark mark
+        else:
+            sel.append(F.col(c).alias(c, metadata={}))
+    plain = df.select(*sel)
+    arrow_in = _to_arrow(spark, plain.schema)
+    tz = spark.conf.get("spark.sql.session.timeZone", "UTC")
+    spec = stream_spec(arrow_in, pattern, key, time, columns, seq=seq, timeouts=timeouts,
+                       max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes,
+                       out_time_type=pa.timestamp("us", tz=tz))
+    # The operator must see a watermarked column, or Spark refuses event-time timeouts; a
+    # constant far-future one is never late, so Spark drops no row: colcep decides lateness.
+    proj = plain.select(*spec.in_schema.names,
+                        F.lit(_WM_FAR).cast("timestamp").alias(_WM_COL, metadata={_DELAY_KEY: int(delay)}))
+    in_struct = {f.name: f for f in plain.schema.fields}
+    out_fields = [T.StructField("match_id", T.LongType(), True),
+                  T.StructField(key, in_struct[key].dataType, True),
+                  T.StructField("stage", T.StringType(), True), T.StructField("row", T.LongType(), True)]
+    if timeouts:
+        out_fields += [T.StructField("timed_out", T.BooleanType(), True),
+                       T.StructField("timeout_ts", T.TimestampType(), True)]
+    out_fields.append(T.StructField(LATE, T.BooleanType(), False))
+    out_fields += [T.StructField(c, T.TimestampType() if c == time else in_struct[c].dataType, True)
+                   for c in spec.columns]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+        return proj.groupBy(key).applyInPandasWithState(_StreamFn(spec), T.StructType(out_fields), _state_struct(),
+                                                        "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def state_report(query: "StreamingQuery") -> dict:
+    """The state of ``match_stream``'s operator after the query's last micro-batch, from its
+    progress: keys held, bytes in memory and on the latest state version, and bytes per key."""
+    prog = query.lastProgress
+    ops = (prog or {}).get("stateOperators") or []
+    keys = sum(int(o.get("numRowsTotal", 0)) for o in ops)
+    mem = sum(int(o.get("memoryUsedBytes", 0)) for o in ops)
+    disk = sum(int((o.get("customMetrics") or {}).get("stateOnCurrentVersionSizeBytes", 0)) for o in ops)
+    return {"batch": (prog or {}).get("batchId"), "keys": keys, "memory_bytes": mem, "version_bytes": disk,
+            "bytes_per_key": (disk / keys) if keys else 0.0, "memory_bytes_per_key": (mem / keys) if keys else 0.0}

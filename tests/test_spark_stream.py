@@ -1,0 +1,448 @@
+"""colcep on Spark Structured Streaming (``colcep.spark.match_stream``).
+
+The first tests drive the per-key step (``colcep.spark_stream.step``) without Spark, through a
+small model of Spark's micro-batch loop (watermark = max event time of the earlier batches -
+delay, event-time timeouts of keys without rows, a last no-data batch), and compare with the
+in-process batch matcher over the same rows minus the late ones: micro-batch splits, rows out
+of order within the watermark delay, late rows, quiet keys whose windows expire, capacity
+bounds. The ``spark`` test runs real queries on a file source fed one file per micro-batch, in
+a child process (``python tests/test_spark_stream.py job ...``) that is killed mid-batch and
+restarted from the checkpoint at several points, and checks that the sink holds exactly the
+output of an uninterrupted run and the matches of ``colcep.spark.match`` over the same rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import colcep
+from colcep import CapacityError, col
+from colcep.examples import get_example
+from colcep.spark_stream import KeyState, step, stream_spec
+from colcep.ticks import make_ticks
+
+BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
+DELAY_US = 5_000_000             # the watermark delay of these tests: 5 s
+SENTINEL = "ZZZZ"                # a key whose one far-future row moves the watermark past everything
+
+
+def ticks_us(n: int, symbols: int, seed: int, spread: int = 30) -> pa.Table:
+    """Generated ticks with ``ts`` in microseconds from 2026-01-01, ``spread`` x slower than
+    make_ticks' (so that 30 s windows expire within the stream)."""
+    t = make_ticks(n, symbols, seed)
+    ts = pc.add(pc.multiply(t.column("ts"), 1000 * spread), BASE_US)
+    return t.set_column(t.schema.get_field_index("ts"), "ts", ts)
+
+
+def arrival(t: pa.Table, files: int, seed: int, late: int) -> list[pa.Table]:
+    """Split ``t`` into ``files`` micro-batches in a shuffled arrival order: each row may
+    arrive up to 3 s after rows with later times (within the 5 s delay), and ``late`` rows
+    arrive one file after they would have (more than the delay behind)."""
+    rng = np.random.default_rng(seed)
+    ts = t.column("ts").to_numpy()
+    key = ts + rng.integers(0, 3_000_000, len(ts))  # out of order within 3 s
+    order = np.argsort(key, kind="stable")
+    bounds = np.linspace(0, len(order), files + 1).astype(int)
+    parts = [list(order[bounds[i]:bounds[i + 1]]) for i in range(files)]
+    moved = 0
+    for i in range(files - 2):
+        if moved >= late:
+            break
+        # the first rows of batch i arrive two batches later: far behind the watermark then
+        take = parts[i][:max(1, late // (files - 2))]
+        parts[i] = parts[i][len(take):]
+        parts[i + 2] = parts[i + 2] + take
+        moved += len(take)
+    return [t.take(pa.array(p, pa.int64())) for p in parts]
+
+
+def sentinel_row(t: pa.Table) -> pa.Table:
+    last = int(pc.max(t.column("ts")).as_py())
+    row = {c: t.column(c)[:1].to_pylist() for c in t.column_names}
+    row.update(id=[10**9], name=[SENTINEL], ts=[last + 3600 * 10**6])
+    return pa.table(row, schema=t.schema)
+
+
+def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US):
+    """Spark's micro-batch loop for one stateful operator, with ``step`` per key: each batch
+    sees the watermark of the batches before it (max time - delay, in ms as Spark keeps it);
+    keys with rows are called, then keys without rows whose event-time timeout (set in ms as
+    match_stream sets it) the watermark has passed; a no-data batch runs when the last batch
+    moved the watermark. Returns (output, states, calls per batch)."""
+    states: dict = {}
+    timers: dict = {}
+    outs: list = []
+    calls: list = []
+    max_ms = None
+    wm_ms = 0
+
+    def run(batch):
+        wm = wm_ms * 1000 if wm_ms > 0 else None
+        by = {}
+        if batch is not None:
+            for k in dict.fromkeys(batch.column(spec.key).to_pylist()):
+                by[k] = batch.filter(pc.equal(batch.column(spec.key), k))
+        n = 0
+        for k in sorted(by):
+            out, states[k], wake = step(spec, by[k], states.get(k), wm)
+            timers[k] = None if wake is None else max(-(-wake // 1000) - 1, wm_ms)
+            outs.append(out)
+            n += 1
+        for k in sorted(timers):
+            if k not in by and timers[k] is not None and timers[k] < wm_ms:
+                out, states[k], wake = step(spec, None, states[k], wm)
+                timers[k] = None if wake is None else max(-(-wake // 1000) - 1, wm_ms)
+                outs.append(out)
+                n += 1
+        calls.append(n)
+
+    for b in batches:
+        run(b)
+        mx = int(pc.max(b.column(spec.time)).as_py()) // 1000
+        max_ms = mx if max_ms is None else max(max_ms, mx)
+        new = max_ms - delay_us // 1000
+        wm_ms = max(wm_ms, new)
+    run(None)  # the no-data batch at the final watermark
+    return pa.concat_tables(outs), states, calls
+
+
+def canon(t: pa.Table, key: str = "name") -> Counter:
+    """Matches as a multiset of (key, timed_out, ((stage, row), ...)), independent of ids."""
+    if "late" in t.column_names:
+        t = t.filter(pc.invert(t.column("late")))
+    d = t.to_pydict()
+    m: dict = {}
+    for i in range(t.num_rows):
+        to = d["timed_out"][i] if "timed_out" in d else False
+        m.setdefault((d[key][i], d["match_id"][i]), [(d[key][i], to), []])[1].append((d["stage"][i], d["row"][i]))
+    return Counter((k, tuple(v)) for k, v in m.values())
+
+
+def batch_matches(t: pa.Table, pattern, timeouts: bool) -> pa.Table:
+    """The in-process batch result, ``row`` the tick's id."""
+    out = colcep.match(t, pattern, key="name", time="ts", time_unit="us", timeouts=timeouts, columns=["id"])
+    return out.set_column(out.schema.get_field_index("row"), "row", out.column("id"))
+
+
+def late_ids(t: pa.Table) -> set:
+    return set(t.filter(t.column("late")).column("row").to_pylist())
+
+
+def without(t: pa.Table, ids: set) -> pa.Table:
+    return t.filter(pc.invert(pc.is_in(t.column("id"), pa.array(sorted(ids), pa.int64()))))
+
+
+def expected_late(batches: list[pa.Table], delay_us: int = DELAY_US) -> set:
+    """Rows at or behind the watermark of their micro-batch (Spark's rule)."""
+    out, max_ms, wm_ms = set(), None, 0
+    for b in batches:
+        ts = b.column("ts").to_numpy()
+        if wm_ms > 0:
+            out |= set(np.asarray(b.column("id"))[ts <= wm_ms * 1000].tolist())
+        mx = int(ts.max()) // 1000
+        max_ms = mx if max_ms is None else max(max_ms, mx)
+        wm_ms = max(wm_ms, max_ms - delay_us // 1000)
+    return out
+
+
+# ============================================================================ the step, no Spark
+CASES = [("paper_query3", ["price", "volume", "ts"]),       # Kleene plus, within 30 s, skip past last
+         ("spike_no_recovery", ["price", "ts"]),            # trailing not_followed_by within 5 min
+         ("three_rising", ["price"])]                        # no window
+
+
+@pytest.mark.parametrize("name,columns", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("files", [1, 4, 11])
+def test_stream_equals_batch_minus_late_rows(name, columns, files):
+    pattern = get_example(name).pattern
+    t = ticks_us(3000, 8, 5)
+    spec = stream_spec(t.schema, pattern, "name", "ts", columns, seq="id", timeouts=True)
+    batches = arrival(t, files, seed=files, late=12 if files > 2 else 0)
+    got, states, _ = model(spec, batches + [sentinel_row(t)])
+    late = late_ids(got)
+    assert late == expected_late(batches)
+    assert (len(late) > 0) == (files > 2)
+    want = batch_matches(without(t, late), pattern, timeouts=True)
+    assert canon(got) == canon(want) and sum(canon(want).values()) > 5
+    # late rows come out with their columns, once each
+    lt = got.filter(got.column("late"))
+    assert lt.num_rows == len(late) and lt.column("match_id").null_count == lt.num_rows
+    # (key, match_id) identifies a match; ids count up per key from 0
+    m = got.filter(pc.invert(got.column("late")))
+    for k in set(m.column("name").to_pylist()):
+        ids = sorted(set(m.filter(pc.equal(m.column("name"), k)).column("match_id").to_pylist()))
+        assert ids == list(range(len(ids)))
+    # the output columns are the input's values at those rows
+    by_id = {i: j for j, i in enumerate(t.column("id").to_pylist())}
+    idx = pa.array([by_id[r] for r in m.column("row").to_pylist()], pa.int64())
+    assert m.column("price").to_pylist() == t.column("price").take(idx).to_pylist()
+    if "ts" in columns:
+        assert pc.cast(m.column("ts"), pa.int64()).to_pylist() == t.column("ts").take(idx).to_pylist()
+
+
+@pytest.mark.parametrize("name,window_s,spread", [("paper_query3", 30, 30), ("spike_no_recovery", 300, 200)])
+def test_quiet_keys_time_out_at_the_watermark(name, window_s, spread):
+    """Keys that stop sending rows: their open partial matches time out, and a trailing
+    not_followed_by emits, on the event-time timer alone (no later row of theirs)."""
+    t = ticks_us(4000, 6, 9, spread=spread)
+    names = t.column("name").to_numpy(zero_copy_only=False)
+    ts = t.column("ts").to_numpy()
+    cut = BASE_US + (int(ts.max()) - BASE_US) // 3
+    quiet = {"S0000", "S0001", "S0002"}
+    keep = ~(np.isin(names, list(quiet)) & (ts > cut))  # three keys go quiet after a third of the stream
+    t, ts = t.filter(pa.array(keep)), ts[keep]
+    # each quiet key's last row is a 1 % spike that nothing follows (a trailing not_followed_by)
+    price = t.column("price").to_numpy().copy()
+    names = t.column("name").to_numpy(zero_copy_only=False)
+    for k in quiet:
+        rows = np.flatnonzero(names == k)
+        price[rows[-1]] = price[rows[-2]] * 1.01
+    t = t.set_column(t.schema.get_field_index("price"), "price", pa.array(price))
+    pattern = get_example(name).pattern
+    spec = stream_spec(t.schema, pattern, "name", "ts", ["price"], seq="id", timeouts=True)
+    got, states, calls = model(spec, arrival(t, 6, seed=3, late=0))  # no sentinel: the others move the watermark
+    want = batch_matches(t, pattern, timeouts=True)
+    # a quiet key's matches whose window ended by the final watermark are out, no others
+    wm_final = int(ts.max()) // 1000 * 1000 - DELAY_US
+    start = dict(zip(t.column("id").to_pylist(), ts.tolist()))
+    gq = Counter({m: c for m, c in canon(got).items() if m[0][0] in quiet})
+    due = Counter({m: c for m, c in canon(want).items()
+                   if m[0][0] in quiet and start[m[1][0][1]] + window_s * 10**6 <= wm_final})
+    assert gq == due
+    assert sum(due.values()) >= 3
+    assert any(to for (_, to), _ in due)  # timed-out partial matches
+    if name == "spike_no_recovery":  # and the spikes with no recovery, released by the window's end alone
+        assert sum(1 for (k, to), ev in due if not to and [s for s, _ in ev] == ["base", "spike"]) == len(quiet)
+    # once their windows are over the quiet keys hold no partial match, only their id counters
+    for k in quiet:
+        assert states[k].snapshot is None and states[k].pending is None
+    assert calls[-1] > 0  # the last, no-data batch called keys on their timers
+
+
+def test_state_collapses_when_a_key_holds_nothing_and_ids_continue():
+    pattern = get_example("paper_query3").pattern
+    t = ticks_us(3000, 4, 2)
+    spec = stream_spec(t.schema, pattern, "name", "ts", ["price"], seq="id", timeouts=True)
+    got, states, _ = model(spec, arrival(t, 5, 1, 0) + [sentinel_row(t)])
+    for k, s in states.items():
+        if k != SENTINEL:
+            assert s.snapshot is None and s.id_base == len(canon(got.filter(pc.equal(got.column("name"), k))))
+    # a key that comes back after its state collapsed continues its ids
+    again = t.filter(pc.equal(t.column("name"), "S0001")).slice(0, 400)
+    again = again.set_column(2, "ts", pc.add(again.column("ts"), 10**10))
+    again = again.set_column(0, "id", pc.add(again.column("id"), 10**8))
+    out, s1, _ = step(spec, again, states["S0001"], None)
+    assert out.num_rows == 0 and s1.pending is not None  # the rows wait for the watermark
+    out2, s2, _ = step(spec, None, s1, BASE_US + 10**12)
+    ids = pa.concat_tables([out, out2]).column("match_id").to_pylist()
+    assert ids and min(ids) == states["S0001"].id_base and s2.pending is None
+
+
+def test_replaying_a_batch_gives_the_same_output():
+    """What a restart does: the same batch on the same stored state, rows in another order."""
+    pattern = get_example("paper_query3").pattern
+    t = ticks_us(2000, 1, 4)
+    spec = stream_spec(t.schema, pattern, "name", "ts", ["price"], seq="id", timeouts=True)
+    a, b = t.slice(0, 1200), t.slice(1200)
+    o1, s1, w1 = step(spec, a, None, None)
+    wm = int(pc.max(a.column("ts")).as_py()) - DELAY_US
+    o2, s2, w2 = step(spec, b, s1, wm)
+    o2r, s2r, w2r = step(spec, b.take(pa.array(np.random.default_rng(0).permutation(b.num_rows))), s1, wm)
+    assert o2.equals(o2r) and s2 == s2r and w2 == w2r
+
+
+def test_capacity_bounds_per_key():
+    """A key over a bound fails its call with CapacityError naming the key and the figures;
+    the bounds are per key (each key's Matcher and stored state)."""
+    p = (colcep.Pattern.begin("a").where(col("price") > 0).followed_by_any("b").where(col("price") > 0)
+         .within("1h"))
+    t = ticks_us(400, 2, 1)
+    one = t.filter(pc.equal(t.column("name"), "S0000"))
+    wm = int(pc.max(one.column("ts")).as_py())
+    spec = stream_spec(t.schema, p, "name", "ts", ["price"], seq="id", max_partial_matches=50)
+    _, s, _ = step(spec, one, None, None)  # the rows wait for the watermark: nothing matched yet
+    with pytest.raises(CapacityError, match=r"key 'S0000' holds \d+ live partial matches, over the bound "
+                                            r"max_partial_matches=50"):
+        step(spec, None, s, wm)
+    ok = stream_spec(t.schema, p, "name", "ts", ["price"], seq="id", max_partial_matches=10_000)
+    _, s2, _ = step(ok, one.slice(0, 40), None, None)
+    _, s2, _ = step(ok, None, s2, wm)  # 40 rows: under the bound
+    assert s2.snapshot is not None
+    # max_state_bytes bounds the key's match buffer ...
+    small = stream_spec(t.schema, p, "name", "ts", ["price"], seq="id", max_state_bytes=20_000)
+    _, s3, _ = step(small, one.slice(0, 150), None, None)
+    with pytest.raises(CapacityError, match=r"key 'S0000' needs more of the shared match buffer: .* "
+                                            r"max_state_bytes=20,000"):
+        step(small, None, s3, wm)
+    # ... and the stored state, rows waiting for the watermark included
+    with pytest.raises(CapacityError, match=r"key 'S0000': its state is [\d,]+ bytes \(0 live partial matches, "
+                                            r"150 rows waiting for the watermark\), over the bound "
+                                            r"max_state_bytes=2,000"):
+        step(stream_spec(t.schema, p, "name", "ts", ["price"], seq="id", max_state_bytes=2_000), one.slice(0, 150),
+             None, None)
+
+
+def test_stream_spec_errors():
+    t = ticks_us(10, 1, 1)
+    pattern = get_example("paper_query3").pattern
+    with pytest.raises(colcep.InputError, match="needs a key"):
+        stream_spec(t.schema, pattern, None, "ts")
+    with pytest.raises(colcep.InputError, match="'late' clashes"):
+        stream_spec(t.append_column("late", pa.array([True] * 10)).schema, pattern, "name", "ts")
+
+
+# ============================================================================ on Spark
+SCHEMA_DDL = "id long, name string, ts timestamp, price double, volume double"
+PATTERN = "paper_query3"
+COLUMNS = ["price", "volume", "ts"]
+
+
+def write_files(folder: Path, batches: list[pa.Table]) -> None:
+    """One Parquet file per micro-batch, with increasing modification times (the order the
+    file source takes them in)."""
+    folder.mkdir(parents=True)
+    for i, b in enumerate(batches):
+        ts = pc.cast(b.column("ts"), pa.timestamp("us", tz="UTC"))
+        p = folder / f"part-{i:03d}.parquet"
+        pq.write_table(b.set_column(2, "ts", ts), p)
+        os.utime(p, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def sink_table(out: Path) -> pa.Table:
+    """The rows a file sink committed (its _spark_metadata log), ignoring files of batches that
+    were written but not committed."""
+    log = out / "_spark_metadata"
+    entries = sorted((p for p in log.iterdir() if p.name.split(".")[0].isdigit() and not p.name.endswith(".crc")),
+                     key=lambda p: int(p.name.split(".")[0]))
+    last_compact = max([i for i, p in enumerate(entries) if p.name.endswith(".compact")], default=0)
+    files: dict = {}
+    for p in entries[last_compact:]:
+        lines = p.read_text().splitlines()[1:]
+        for ln in lines:
+            e = json.loads(ln)
+            if e.get("action", "add") == "add":
+                files[e["path"]] = True
+            else:
+                files.pop(e["path"], None)
+    tables = [pq.read_table(f.replace("file://", "")) for f in sorted(files)]
+    return pa.concat_tables(tables) if tables else pa.table({})
+
+
+def run_job(tmp: Path, name: str, kill: str | None = None, timeout: int = 300) -> int:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    args = [sys.executable, __file__, "job", str(tmp / "in"), str(tmp / name)]
+    if kill:
+        args.append(kill)
+    r = subprocess.run(args, env=env, start_new_session=True, capture_output=True, text=True, timeout=timeout)
+    if r.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(f"job {name} {kill} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return r.returncode
+
+
+def rows_multiset(t: pa.Table) -> Counter:
+    d = t.select(sorted(t.column_names)).to_pylist()
+    return Counter(tuple(sorted(r.items())) for r in d)
+
+
+@pytest.mark.spark
+def test_spark_stream_exactly_once_and_equal_to_batch(tmp_path):
+    t = ticks_us(2400, 6, 21)
+    batches = arrival(t, 6, seed=2, late=10)
+    write_files(tmp_path / "in", batches + [sentinel_row(t)])
+    # an uninterrupted run (it also runs colcep.spark.match over the same rows)
+    assert run_job(tmp_path, "clean") == 0
+    clean = sink_table(tmp_path / "clean" / "out")
+    # killed mid-batch: in the stateful stage of batch 1 (after some keys' state was written),
+    # before the shuffle of batch 3, in the stateful stage of batch 5; each time restarted
+    # from the checkpoint
+    for kill in ("post:1", "pre:3", "post:5"):
+        assert run_job(tmp_path, "killed", kill) == -signal.SIGKILL
+    assert run_job(tmp_path, "killed") == 0
+    killed = sink_table(tmp_path / "killed" / "out")
+    assert clean.num_rows > 50
+    assert rows_multiset(killed) == rows_multiset(clean)
+    # the same matches as colcep.spark.match over the rows that were not late
+    late = late_ids(clean)
+    assert late == expected_late(batches) and len(late) > 0
+    batch = pq.read_table(tmp_path / "clean" / "batch.parquet")
+    assert canon(clean) == canon(batch) and sum(canon(batch).values()) > 10
+    assert Counter(r for (k, to), _ in canon(clean) for r in [to])[True] > 0  # time-outs came out
+    report = json.loads((tmp_path / "clean" / "report.json").read_text())
+    assert report["keys"] == 7 and report["bytes_per_key"] > 0
+
+
+# ============================================================================ the job (child process)
+def _job(src: str, work: str, kill: str | None) -> None:
+    """A streaming query over ``src`` (one file per micro-batch) into ``work/out`` with its
+    checkpoint in ``work/chk``; ``kill=where:batch`` kills this process group mid-batch."""
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    from colcep.spark import local_session, match, match_stream, state_report
+
+    os.environ["COLCEP_TEST_DRIVER_PGID"] = str(os.getpgid(0))
+    spark = local_session(2, shuffle_partitions=2)
+    where, at = (kill.split(":") if kill else (None, None))
+
+    def killer(here: str):
+        def fn(batches):
+            ctx = TaskContext.get()
+            hit = here == where and ctx.getLocalProperty("streaming.sql.batchId") == at and ctx.partitionId() == 0
+            for b in batches:  # (after the first batch: the stateful stage has written some keys' state)
+                if hit:
+                    os.killpg(int(os.environ["COLCEP_TEST_DRIVER_PGID"]), signal.SIGKILL)
+                yield b
+            if hit:
+                os.killpg(int(os.environ["COLCEP_TEST_DRIVER_PGID"]), signal.SIGKILL)
+        return fn
+
+    raw = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).parquet(src)
+    raw = raw.mapInArrow(killer("pre"), raw.schema)
+    ticks = raw.withWatermark("ts", "5 seconds")
+    out = match_stream(ticks, get_example(PATTERN).pattern, key="name", time="ts", columns=COLUMNS, seq="id",
+                       timeouts=True)
+    out = out.mapInArrow(killer("post"), out.schema)
+    q = (out.writeStream.format("parquet").option("checkpointLocation", f"{work}/chk").outputMode("append")
+         .start(f"{work}/out"))
+    final_wm = spark.read.schema(SCHEMA_DDL).parquet(src).agg(F.unix_millis(F.max("ts"))).collect()[0][0] - 5000
+    while True:  # until the no-data batch at the final watermark has run
+        q.processAllAvailable()
+        p = q.lastProgress
+        if p and p["numInputRows"] == 0 and p["eventTime"].get("watermark") and \
+                _iso_ms(p["eventTime"]["watermark"]) >= final_wm:
+            break
+        q.awaitTermination(0.5)
+    report = state_report(q)
+    q.stop()
+    if kill is None and not os.path.exists(f"{work}/batch.parquet"):
+        sink = spark.read.parquet(f"{work}/out")
+        late = [r[0] for r in sink.where("late").select("row").collect()]
+        data = spark.read.schema(SCHEMA_DDL).parquet(src).where(F.col("name") != SENTINEL)
+        data = data.where(~F.col("id").isin(late)) if late else data
+        batch = match(data.withColumn("ts", F.unix_micros("ts")), get_example(PATTERN).pattern, key="name",
+                      time="ts", columns=["price"], seq="id", timeouts=True, time_unit="us")
+        pq.write_table(batch.toArrow(), f"{work}/batch.parquet")
+        Path(f"{work}/report.json").write_text(json.dumps(report))
+    spark.stop()
+
+
+def _iso_ms(s: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "job":
+        _job(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
