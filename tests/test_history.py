@@ -415,3 +415,53 @@ def test_sql_prev_is_history_so_compiled_queries_run_on_streams():
     w = want.sort_by("t0")
     assert firsts.column("ts_min").to_pylist() == w.column("t0").to_pylist()
     assert firsts.column("ts_max").to_pylist() == w.column("t1").to_pylist()
+
+
+# ----------------------------------------------------------------------------- on Spark
+TICK_HISTORY = (cc.Pattern.begin("spike")
+                .where((col("price") > rolling("price", "mean", rows=20))
+                       & (col("volume") > 2 * rolling("volume", "mean", within="2s")))
+                .next("fall").where(col("price") < prev("price")).times(2).consecutive()
+                .within("10s"))
+
+
+def _canon(t):
+    d = t.select(["match_id", "name", "stage", "row"]).to_pydict()
+    m: dict = {}
+    for i in range(t.num_rows):
+        m.setdefault(d["match_id"][i], [d["name"][i]]).append((d["stage"][i], d["row"][i]))
+    return sorted(tuple(v) for v in m.values())
+
+
+def test_keyed_stream_one_spark_task_equals_in_process():
+    import pyarrow.compute as pc
+    from colcep.spark import KeyedStream, arrow_spec
+    from colcep.ticks import make_ticks
+    ticks = make_ticks(20000, 7, 3)
+    want = cc.match(ticks, TICK_HISTORY, key="name", time="ts", columns=["price"])
+    assert want.num_rows > 50
+    srt = ticks.take(pc.sort_indices(ticks, sort_keys=[("name", "ascending"), ("ts", "ascending"),
+                                                       ("id", "ascending")]))
+    for batch in (97, 5000):
+        ks = KeyedStream(arrow_spec(srt.schema, TICK_HISTORY, "name", "ts", ["price"], seq="id"))
+        outs = []
+        for off in range(0, srt.num_rows, batch):
+            outs += ks.feed(srt.slice(off, batch).combine_chunks().to_batches()[0])
+        outs += ks.finish()
+        assert _canon(pa.concat_tables(outs)) == _canon(want)
+
+
+@pytest.mark.spark
+def test_spark_equals_in_process():
+    import os
+    import sys
+    pytest.importorskip("pyspark")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from colcep.spark import local_session, match
+    from colcep.ticks import make_ticks
+    ticks = make_ticks(20000, 7, 3)
+    want = cc.match(ticks, TICK_HISTORY, key="name", time="ts", columns=["price"])
+    spark = local_session(2, shuffle_partitions=2, batch_rows=999, memory="1g")
+    got = match(spark.createDataFrame(ticks), TICK_HISTORY, key="name", time="ts", columns=["price"], seq="id",
+                num_partitions=3).toArrow()
+    assert _canon(got) == _canon(want) and want.num_rows > 50
