@@ -14,8 +14,9 @@ reach, renumbered, and only the input rows those nodes refer to, so a snapshot's
 live partial matches, not the stream's length. ``keys=`` exports a subset of the keys.
 
 Optional sections (a reader skips what it does not know; format 1 throughout): ``history.ptr``,
-``history.ts``, ``history.vals``, the rows per key that ``prev`` / ``rolling`` still reach
-(``colcep.history``), present when the pattern reads history; absent, the history is empty.
+``history.count``, ``history.ts``, ``history.vals``, the rows per key that ``prev`` /
+``rolling`` still reach and each key's row count (``colcep.history``), present when the pattern
+reads history; absent, the history is empty.
 """
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
         blobs.array(name, a)
     if st.history is not None:
         h = st.history.select(codes)
-        for name, a in (("history.ptr", h.ptr), ("history.ts", h.ts), ("history.vals", h.vals)):
+        for name, a in (("history.ptr", h.ptr), ("history.count", h.count), ("history.ts", h.ts),
+                        ("history.vals", h.vals)):
             blobs.array(name, a)
     key_type = st.keys.type if st.keys.type is not None else pa.null()
     blobs.table("keys", pa.table({"key": pa.array([st.keys.values[c] for c in codes],
@@ -194,7 +196,7 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
     st.key_last_ts = blobs.array("key_last_ts").copy()
     if "history.ptr" in header["blobs"]:
         from .history import History
-        st.history = History(*(blobs.array(f"history.{n}") for n in ("ptr", "ts", "vals")))
+        st.history = History(*(blobs.array(f"history.{n}") for n in ("ptr", "count", "ts", "vals")))
     keys = blobs.table("keys").column("key").to_pylist()
     st.keys.codes = {k: i for i, k in enumerate(keys)}
     st.keys.values = list(keys)

@@ -284,8 +284,8 @@ def rolling(column: "str | Expr", func: str, rows: "int | None" = None, within: 
 
     Nulls (and NaN) are skipped: ``count`` counts non-null values; ``sum`` of none is 0,
     ``mean``/``min``/``max`` of none are null (so the key's first event has a null history).
-    Sums add the window's values in arrival order, so a value never depends on how the stream was
-    split into batches."""
+    A window is summed in an order fixed by its events alone (``kernels.history``), so a value
+    never depends on how the stream was split into batches."""
     if func == "avg":
         func = "mean"
     if func not in ROLL_FUNCS:

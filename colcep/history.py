@@ -33,20 +33,23 @@ _FUNCS = {"sum": khist.F_SUM, "mean": khist.F_MEAN, "min": khist.F_MIN, "max": k
 @dataclass(frozen=True)
 class History:
     """The rows carried per key (CSR over key codes; a key past ``ptr``'s end carries none):
-    ``ts`` their times, ``vals`` (n_sources, rows) their source values (NaN: null; strings as
-    the Matcher's dictionary codes). Replaced on every batch, never changed in place."""
+    ``count`` the rows each key has had, ``ts`` the carried rows' times, ``vals`` (n_sources,
+    rows) their source values (NaN: null; strings as the Matcher's dictionary codes). Replaced on
+    every batch, never changed in place."""
 
     ptr: np.ndarray
+    count: np.ndarray
     ts: np.ndarray
     vals: np.ndarray
 
     @classmethod
     def empty(cls, n_sources: int) -> "History":
-        return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros((n_sources, 0), np.float64))
+        return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                   np.zeros((n_sources, 0), np.float64))
 
     @property
     def nbytes(self) -> int:
-        return int(self.ptr.nbytes + self.ts.nbytes + self.vals.nbytes)
+        return int(self.ptr.nbytes + self.count.nbytes + self.ts.nbytes + self.vals.nbytes)
 
     def select(self, codes: list[int]) -> "History":
         """The rows of keys ``codes`` only, renumbered 0..len(codes)-1 (snapshots of some keys)."""
@@ -54,13 +57,16 @@ class History:
         idx = [np.arange(self.ptr[c], self.ptr[c + 1]) if c < n_old else np.zeros(0, np.int64) for c in codes]
         sel = np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, np.int64)
         ptr = np.concatenate([[0], np.cumsum([len(i) for i in idx])]).astype(np.int64)
-        return History(ptr, self.ts[sel], self.vals[:, sel])
+        count = np.array([self.count[c] if c < n_old else 0 for c in codes], np.int64)
+        return History(ptr, count, self.ts[sel], self.vals[:, sel])
 
     def check(self, n_keys: int, n_sources: int) -> "str | None":
         """What is wrong with these arrays for ``n_keys`` keys and ``n_sources`` sources, or None."""
         p = self.ptr
         if p.ndim != 1 or p.shape[0] < 1 or p.shape[0] > n_keys + 1 or p[0] != 0 or (np.diff(p) < 0).any():
             return "its history does not fit its keys"
+        if self.count.shape != (p.shape[0] - 1,) or (self.count < np.diff(p)).any():
+            return "its history's row counts do not fit its keys"
         if self.ts.shape != (int(p[-1]),) or self.vals.ndim != 2 or self.vals.shape != (n_sources, int(p[-1])):
             return "its history does not fit this pattern"
         return None
@@ -127,8 +133,8 @@ def advance(hist: History | None, p: Plan, env: dict, codes: np.ndarray, ts: np.
     for i, s in enumerate(p.sources):
         vals[i] = cond.evaluate(s, env, n, strings)
     order, key_ptr = group_by_key(codes, n_keys)
-    out, ptr, hts, hvals = khist.history_batch(
-        hist.ptr, hist.ts, hist.vals, order, key_ptr, np.ascontiguousarray(ts, np.int64), vals, p.kind, p.src,
-        p.func, p.rows, window_units(p, unit), p.cur)
+    out, ptr, count, hts, hvals = khist.history_batch(
+        hist.ptr, hist.count, hist.ts, hist.vals, order, key_ptr, np.ascontiguousarray(ts, np.int64), vals, p.kind,
+        p.src, p.func, p.rows, window_units(p, unit), p.cur)
     cols = {cond.hist_name(e): out[i] for i, e in enumerate(p.nodes)}
-    return History(ptr, hts, hvals), cols
+    return History(ptr, count, hts, hvals), cols
