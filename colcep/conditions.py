@@ -60,8 +60,9 @@ def infer_type(e: Expr, schema: dict[str, str], where: str) -> str:
         if t != NUM:
             raise PatternError(f"{where}: {func}({fld!r}) needs a numeric column, {fld!r} is {t}")
         return NUM
-    if op == "prev":
-        return infer_type(a[0], schema, where)
+    if op == "prev":   # a boolean's previous value is a number, 1 or 0 (null when there is none)
+        t = infer_type(a[0], schema, where)
+        return NUM if t == BOOL else t
     if op == "roll":
         t = infer_type(a[1], schema, where)
         if a[0] != "count" and t not in (NUM, NULL):

@@ -342,6 +342,15 @@ def test_prev_of_a_string_column():
     assert out.column("row").to_pylist() == [1]          # row 5's previous side is null
 
 
+def test_prev_of_a_condition_is_a_number():
+    tbl = pa.table({"ts": list(range(5)), "x": [1.0, 5.0, 2.0, 6.0, 7.0]})
+    p = cc.Pattern.begin("a").where((prev(col("x") > 3) == 1) & (col("x") > 3))     # two high values in a row
+    assert cc.match(tbl, p, columns=[]).column("row").to_pylist() == [4]
+    with pytest.raises(cc.PatternError, match="must be boolean"):
+        cc.match(tbl, cc.Pattern.begin("a").where(prev(col("x") > 3)))
+    assert cc.match(tbl, cc.Pattern.begin("a").where(prev("x").is_null()), columns=[]).column("row").to_pylist() == [0]
+
+
 def test_history_inside_an_aggregate_and_in_the_window_of_a_stage():
     tbl = _with_reference(_ticks(500, null_frac=0), HIST)
     h = _rise(col("price") > 0, (col("price") > last("price", of=["a", "b"])) &
