@@ -4,7 +4,11 @@ A condition that reads only the current event becomes a boolean mask, evaluated 
 over the whole batch. A condition that reads the partial match becomes a bytecode program
 (``colcep.kernels.vm``) in which every event-only sub-expression is again precomputed: a
 boolean one as a mask row, a numeric one as a float row. Aggregates read the run's vector V:
-one group of running statistics per (stage, column) pair the pattern aggregates over.
+one group of running statistics per (stage, value) pair the pattern aggregates over, the value
+a column or an event-only expression (``sum(col("price") * col("volume"), of="b")``), read from
+its float row. History nodes (``prev``, ``rolling``) are event-only too: ``evaluate`` reads
+their columns from ``env``, where the Matcher puts what ``colcep.history`` computed for the
+batch (``Lowered.hist_exprs`` lists them).
 
 Types are checked against the input schema here, so a condition over an unknown column or a
 string compared with ``<`` fails before any data is read, naming the stage.
