@@ -6,9 +6,11 @@ key the kernel carries its runs (Flink's computation states) from the previous b
 pushes each of the key's rows through them and writes the surviving runs back, so that a
 key's partial matches span batch boundaries. Per event it follows Flink CEP's operator:
 
-1. ``advanceTime``: runs whose window has passed (``ts - start_ts >= window``) time out;
-   runs are kept sorted by start event, so they are a prefix. A trailing
-   ``not_followed_by`` run (PENDING state) completes instead.
+1. ``advanceTime``: runs whose window has passed (``ts - start_ts >= window``, exact for any
+   int64) time out; runs are kept sorted by start event, so they are a prefix. A trailing
+   ``not_followed_by`` run (PENDING state) completes instead. After a key's rows, a
+   ``tick_ts`` (a watermark) advances its time once more with no event; ``TIME_MAX`` is the
+   end of input, where every windowed run times out.
 2. ``computeNextStates`` for every run in start order, then for the start run: a DFS over
    PROCEED edges whose conditions hold collects the TAKE / IGNORE edges; TAKE appends a
    node to the shared buffer and updates the run's aggregate vector V; a run reaching the
@@ -31,9 +33,15 @@ which every run waits, none times out and the start run takes nothing is skipped
 the start run acts, its children are appended in place.
 
 Merging (SASE+ 4.2.2, ``_merge_runs``): with no skip strategy and no timed-out output, a run
-made at this event that equals another run of its start in state and relevant V (``st_rel``)
-is folded into it through a JOIN node of the shared buffer; a completed merged run is written
-as one match per path (``buffer.walk_paths``), in queue order.
+made at this event that equals another run in state and relevant V (``st_rel``) is folded into
+it through a JOIN node of the shared buffer: a run of the same start under a window, a run of
+any start without one (found through a hash table, so merging is linear in the runs); a
+completed merged run is written as one match per path (``buffer.walk_paths``), in queue order.
+
+Interrupts and bounds: the caller sets ``stop[0]`` to end the call at the next event
+(ERR_INTERRUPTED); ``max_runs`` bounds a key's runs (ERR_CAPACITY) and ``max_nodes`` the
+buffer's live nodes (ERR_NODES). After any of these the returned state is partial: the caller
+discards it and keeps its copy from before the call.
 
 Layout, for speed: the runs of the current event and of the next one share one set of
 flat arrays, each list a slice of its own half (``W_*``; V vectors ``vw`` floats a run, the
@@ -456,30 +464,14 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, 
     (state, relevant V) (``ht_*``, stamped ``gen``), so the live runs of a Kleene closure stay
     a few per state instead of a few per start. ``aux``: scratch, one slot per run. Returns the
     number of runs left (kept in order at ``bo``)."""
-    if cross:
-        _merge_targets(bo, nb, new, W_state, W_vs, W_v, vw, st_rel, st_merge, aux, ht_run, ht_gen, gen)
+    _merge_targets(bo, nb, new, W_state, W_spos, W_vs, W_v, vw, st_rel, st_merge, cross, aux, ht_run, ht_gen, gen)
     w = 0
     for q in range(nb):
         x = bo + q
-        s = W_state[x]
         y = -1
-        if cross:
-            t = aux[q]
-            if t >= 0:
-                y = bo + (-2 - aux[t] if t < q else t)
-        elif new[q] and st_merge[s]:
-            # an equal run of the same start: kept before it, or older and after it
-            r = w - 1
-            while r >= 0 and W_spos[bo + r] == W_spos[x] and y < 0:
-                if W_state[bo + r] == s and _same_relevant(W_v, W_vs[bo + r] * vw, W_vs[x] * vw, st_rel, s):
-                    y = bo + r
-                r -= 1
-            r = q + 1
-            while r < nb and W_spos[bo + r] == W_spos[x] and y < 0:
-                if (not new[r] and W_state[bo + r] == s
-                        and _same_relevant(W_v, W_vs[bo + r] * vw, W_vs[x] * vw, st_rel, s)):
-                    y = bo + r
-                r += 1
+        t = aux[q]
+        if t >= 0:  # its target: kept before it (already moved) or an older run after it
+            y = bo + (-2 - aux[t] if t < q else t)
         if y >= 0:
             W_node[y] = join(n_row, n_stage, n_parent, n_ref, meta, W_node[y], W_node[x])
             if W_wake[x] < W_wake[y]:
@@ -487,16 +479,16 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, 
         else:
             if w != q:
                 _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, x, bo + w)
-            if cross:
-                aux[q] = -2 - w  # where the kept run now is
+            aux[q] = -2 - w  # where the kept run now is
             w += 1
     return w
 
 
 @njit(cache=True, nogil=True)
-def _merge_targets(bo, nb, new, W_state, W_vs, W_v, vw, st_rel, st_merge, aux, ht_run, ht_gen, gen):
+def _merge_targets(bo, nb, new, W_state, W_spos, W_vs, W_v, vw, st_rel, st_merge, cross, aux, ht_run, ht_gen, gen):
     """For every run ``q``, the run it merges into (``aux[q]``, an index into the list) or -1:
-    a new run merges into an older run anywhere in the list or a new run kept before it."""
+    a new run merges into an older run anywhere in the list or a new run kept before it, of
+    the same start unless ``cross``. One pass over a hash table: linear in the runs."""
     mask = ht_run.shape[0] - 1
     for phase in range(2):  # 0: the older runs enter the table; 1: the new runs look up
         for q in range(nb):
@@ -506,10 +498,14 @@ def _merge_targets(bo, nb, new, W_state, W_vs, W_v, vw, st_rel, st_merge, aux, h
                 aux[q] = -1
             if not st_merge[s] or (phase == 0) == (new[q] != 0):
                 continue
-            i = _run_hash(s, W_v, W_vs[x] * vw, st_rel) & mask
+            h = _run_hash(s, W_v, W_vs[x] * vw, st_rel)
+            if not cross:
+                h = (h ^ W_spos[x]) * np.int64(0x9E3779B97F4A7C15)
+            i = (h ^ (h >> np.int64(31))) & mask
             while ht_gen[i] == gen:
                 y = ht_run[i]
-                if W_state[bo + y] == s and _same_relevant(W_v, W_vs[bo + y] * vw, W_vs[x] * vw, st_rel, s):
+                if (W_state[bo + y] == s and (cross or W_spos[bo + y] == W_spos[x])
+                        and _same_relevant(W_v, W_vs[bo + y] * vw, W_vs[x] * vw, st_rel, s)):
                     break
                 i = (i + 1) & mask
             if ht_gen[i] == gen:
