@@ -508,7 +508,9 @@ def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
         id) and becomes the output's ``row``. Without it Spark's ``monotonically_increasing_id``
         of the input row is used: deterministic for the same input files and partitioning.
     timeouts, time_unit, max_partial_matches: as for :class:`colcep.Matcher`.
-    num_partitions: tasks after the repartition by key (default: spark.sql.shuffle.partitions).
+    num_partitions: tasks after the repartition by key (default: spark.sql.shuffle.partitions, 200
+        unless the session sets it; ``default_partitions(spark, rows)`` picks one from the data and
+        the cores, as ``colcep scan`` does).
     check_nulls: run a quick JVM query for nulls in the key / time / seq columns (when their
         schema allows nulls), so that they are reported before the job starts.
     metrics: a :class:`ScanMetrics` to fill in while the job runs.
