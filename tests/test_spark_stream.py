@@ -29,7 +29,7 @@ import pytest
 import colcep
 from colcep import CapacityError, col
 from colcep.examples import get_example
-from colcep.spark_stream import KeyState, step, stream_spec
+from colcep.spark_stream import step, stream_spec
 from colcep.ticks import make_ticks
 
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
