@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.types import DataType, StructType
 
 __all__ = ["match", "match_parquet", "local_session", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec",
-           "ship", "executor_report", "default_partitions", "DEFAULT_BATCH_ROWS", "ID_BITS"]
+           "ship", "executor_report", "default_partitions", "cluster_cores", "DEFAULT_BATCH_ROWS", "ID_BITS"]
 
 #: Arrow batch size the local session asks Spark for (spark.sql.execution.arrow.maxRecordsPerBatch).
 DEFAULT_BATCH_ROWS = 500_000
@@ -228,10 +228,12 @@ def _warm_key(spec: _Spec) -> str:
 
 
 def _warm_table(spec: _Spec) -> pa.Table:
-    """Synthetic rows of the task's input schema that make the Matcher call the kernels with
-    the array layouts real tasks use: more rows than one kernel call takes (the Matcher then
-    passes slices of its column matrices) over at most CHUNK_ROWS / CHUNK_ROWS_PER_KEY keys.
-    Values are zeros: only the types and layouts matter to Numba."""
+    """Synthetic rows of the task's input schema that make the Matcher call the kernels as a
+    large real batch does: more rows than one kernel call takes (the Matcher splits them into
+    calls) over at most CHUNK_ROWS / CHUNK_ROWS_PER_KEY keys. Values are zeros: only the types
+    and array layouts matter to Numba. (The Matcher now passes C-contiguous arrays in every
+    call, so this compiles nothing beyond the empty batch; it guards the warm-up against a
+    layout that depends on the batch size.)"""
     from . import matcher as mm
 
     chunk = int(getattr(mm, "CHUNK_ROWS", 1 << 14))
