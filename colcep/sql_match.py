@@ -744,8 +744,12 @@ def compile_query(query: str, columns: list[str]) -> Pattern:
     expressions colcep's own), so it runs on streams, in a Matcher or on Spark, except for
     ``NEXT(col, k)`` in DEFINE, which reads the helper column ``__colcep_next<k>_<col>`` that
     :func:`sql` adds before matching."""
-    q = _analyse(query, None)
-    helpers = _Helpers()
+    return _query_pattern(_analyse(query, None), columns, _Helpers())
+
+
+def _query_pattern(q, columns: list[str], helpers: "_Helpers") -> Pattern:
+    """The query's Pattern: DEFINE conditions over ``columns`` (helper columns registered in
+    ``helpers``), PATTERN, WITHIN and AFTER MATCH SKIP."""
     cx = _Define(q.variables, columns, helpers, q.items)
     conds = {v: cx.condition(v, node) for v, node in q.define.items()}
     p = _build_pattern(q.items, conds, [])
@@ -772,12 +776,7 @@ def sql(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
             clause = "PARTITION BY" if c in q.partition else "ORDER BY"
             raise _err(clause, c, f"no column {c!r} in table {q.table} (columns: {', '.join(columns)})")
     helpers = _Helpers()
-    cx = _Define(q.variables, columns, helpers, q.items)
-    conds = {v: cx.condition(v, node) for v, node in q.define.items()}
-    pattern = _build_pattern(q.items, conds, [])
-    if q.window is not None:
-        pattern = pattern.within(q.window)
-    pattern = pattern.skip(q.skip)
+    pattern = _query_pattern(q, columns, helpers)
     # measures may need lag / lead columns too: resolve them before the table is prepared
     ev = _Measures(q, columns, helpers)
     for name, node, _ in q.measures:
