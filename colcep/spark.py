@@ -231,9 +231,9 @@ def _warm_table(spec: _Spec) -> pa.Table:
     """Synthetic rows of the task's input schema that make the Matcher call the kernels as a
     large real batch does: more rows than one kernel call takes (the Matcher splits them into
     calls) over at most CHUNK_ROWS / CHUNK_ROWS_PER_KEY keys. Values are zeros: only the types
-    and array layouts matter to Numba. (The Matcher now passes C-contiguous arrays in every
-    call, so this compiles nothing beyond the empty batch; it guards the warm-up against a
-    layout that depends on the batch size.)"""
+    and array layouts matter to Numba. Rows reach kernels an empty batch does not call (the
+    history columns of ``prev`` / ``rolling``: 3 more specialisations on a cold cache), and a
+    layout that would depend on the batch size is covered too."""
     from . import matcher as mm
 
     chunk = int(getattr(mm, "CHUNK_ROWS", 1 << 14))
