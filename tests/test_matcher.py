@@ -177,3 +177,32 @@ def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, n
     monkeypatch.setattr(matcher, "CHUNK_ROWS_PER_KEY", 0)
     monkeypatch.setattr(matcher, "OUT_KEEP_EVENTS", 3)
     assert run().equals(whole) and whole.num_rows > 0
+
+
+def test_one_compiled_signature_whatever_the_input_layout():
+    """Chunked columns, read-only buffers, batches larger than one kernel call, one row, many keys:
+    the step kernel is compiled once (a new pattern or layout never waits for another compile)."""
+    import subprocess
+    import sys
+    script = """
+import numpy as np, pyarrow as pa
+import colcep as cc
+from colcep import col, last
+from colcep.kernels import nfa
+from colcep.matcher import CHUNK_ROWS
+p = (cc.Pattern.begin("a").where(col("p") > 0.5).followed_by("b").where(col("p") > last("p", of="a"))
+     .within(50))
+n = 2 * CHUNK_ROWS + 7
+rng = np.random.default_rng(1)
+t = pa.table({"k": rng.integers(0, 3, n), "ts": np.arange(n), "p": rng.random(n)})
+chunked = pa.concat_tables([t.slice(0, 1000), t.slice(1000)])
+ro = np.arange(n); ro.setflags(write=False)
+readonly = t.set_column(1, "ts", pa.array(ro))
+for data in (t, chunked, readonly, t.slice(0, 1), t.to_pandas()):
+    cc.match(data, p, key="k", time="ts")
+cc.match(t, p.skip(cc.SkipPastLastEvent()), key="k", time="ts", timeouts=True)
+print(len(nfa.run_batch.signatures))
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "1"
