@@ -70,7 +70,9 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
         for name, a in (("history.ptr", h.ptr), ("history.count", h.count), ("history.ts", h.ts),
                         ("history.vals", h.vals)):
             blobs.array(name, a)
-    key_type = st.keys.type if st.keys.type is not None else pa.null()
+    key_type = st.keys.type
+    if key_type is None:  # no row fed yet (event time: all waiting): the bound schema knows it
+        key_type = m._bound.schema.field(m.key).type if m._bound is not None and m.key is not None else pa.null()
     blobs.table("keys", pa.table({"key": pa.array([st.keys.values[c] for c in codes],
                                                   key_type if m.key is not None else pa.null())}))
     blobs.table("strings", pa.table({"s": pa.array(sorted(st.strings, key=st.strings.get), pa.large_string())}))
@@ -200,7 +202,7 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
     keys = blobs.table("keys").column("key").to_pylist()
     st.keys.codes = {k: i for i, k in enumerate(keys)}
     st.keys.values = list(keys)
-    if s["key"] is not None:
+    if s["key"] is not None and not pa.types.is_null(blobs.table("keys").schema.field("key").type):
         st.keys.type = blobs.table("keys").schema.field("key").type
     st.strings = {v: i for i, v in enumerate(blobs.table("strings").column("s").to_pylist())}
     c = header["counters"]

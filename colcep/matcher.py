@@ -143,7 +143,8 @@ class Matcher:
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
         """Feed one batch (Table, RecordBatch, pandas / polars DataFrame); returns the matches
         (and timed-out partial matches, if asked) that this batch completed. ``watermark``
-        (event time only): no row at or before this time will come any more."""
+        (event time only) follows the batch's rows: no row at or before this time will come
+        any more (the batch's own rows are judged late against the watermark before it)."""
         self._check_open()
         if watermark is not None and self.out_of_orderness is None:
             raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")

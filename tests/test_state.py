@@ -425,3 +425,15 @@ def test_integer_times_that_look_like_another_unit_warn():
         assert cc.match(secs, p, key="sym", time_unit="s").num_rows == 3  # explicit: no warning
         assert cc.match(millis, p, key="sym").num_rows == 3              # ms data: no warning
         cc.match(secs, RISE, key="sym")                                   # integer window: no warning
+
+
+def test_snapshot_before_any_row_is_released():
+    """Event time: a snapshot taken while every row still waits for the watermark restores, and
+    snapshots again (the key's type comes from the bound schema)."""
+    tbl = _ticks(50)
+    m = cc.Matcher(RISE, key="sym", time="ts", out_of_orderness="watermarks")
+    m.process(tbl)
+    again = cc.Matcher.restore(RISE, cc.Matcher.restore(RISE, m.snapshot()).snapshot())
+    out = pa.concat_tables([again.process(tbl.slice(0, 0), watermark=10**6), again.close()])
+    want = pa.concat_tables([m.process(tbl.slice(0, 0), watermark=10**6), m.close()])
+    assert out.equals(want) and out.num_rows > 0
