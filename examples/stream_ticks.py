@@ -100,15 +100,19 @@ def start_query(spark, src: Path, work: Path, pattern, delay: str, sink: str = "
     return w.start(str(work / "matches")) if sink == "parquet" else w.start()
 
 
+def _setup(a, local_session):
+    """A fresh work folder with an empty ``in/``, the pattern and a local Spark session."""
+    work = Path(a.out)
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "in").mkdir(parents=True)
+    return work, get_example(a.pattern).pattern, local_session(a.cores, shuffle_partitions=a.cores)
+
+
 # ============================================================================ live
 def live(a) -> int:
     from colcep.spark import local_session, state_report
 
-    work = Path(a.out)
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "in").mkdir(parents=True)
-    pattern = get_example(a.pattern).pattern
-    spark = local_session(a.cores, shuffle_partitions=a.cores)
+    work, pattern, spark = _setup(a, local_session)
     files = tick_files(a.files, a.rows, a.symbols, a.seed, a.every)
     print(f"streaming {a.files} files of {a.rows:,} ticks ({a.symbols} symbols), one every {a.every} s, into "
           f"{work / 'in'}; pattern {a.pattern}, watermark delay {a.delay}")
@@ -201,11 +205,7 @@ def bench(a) -> int:
 
     from colcep.spark import local_session
 
-    work = Path(a.out)
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "in").mkdir(parents=True)
-    pattern = get_example(a.pattern).pattern
-    spark = local_session(a.cores, shuffle_partitions=a.cores)
+    work, pattern, spark = _setup(a, local_session)
     every = a.rows / a.symbols / a.tick_rate  # event-time seconds per file
     files = tick_files(a.files, a.rows, a.symbols, a.seed, every)
     for k, t in enumerate(files):
