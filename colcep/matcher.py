@@ -186,6 +186,40 @@ class Matcher:
         return self._state.buffer.live
 
     @property
+    def is_idle(self) -> bool:
+        """Nothing is carried: no partial or held match, no row waiting for the watermark, no
+        key whose start a STOP state ended (such a Matcher can be dropped and made anew)."""
+        st = self._state
+        return (st.live_runs == 0 and st.held.node.shape[0] == 0 and not bool(st.start_dead.any())
+                and (st.pending is None or st.pending.num_rows == 0))
+
+    @property
+    def next_deadline(self) -> int | None:
+        """The earliest time at which this Matcher may emit without a new row: the window end of
+        its oldest partial or held match (None without one, or without a window). A watermark
+        at that time times it out; the deadline only moves later."""
+        st, b = self._state, self._bound
+        if b is None or b.window <= 0:
+            return None
+        starts = [int(a.min()) for a in (st.runs.start_ts, st.held.start_ts) if a.shape[0]]
+        return min(min(s + b.window, int(TIME_MAX)) for s in starts) if starts else None
+
+    @property
+    def matches_emitted(self) -> int:
+        """Matches (and timed-out partial matches) emitted so far: the next match id."""
+        return self._state.matches_out
+
+    @property
+    def rows_received(self) -> int:
+        """Rows given to ``process`` so far (late rows included): the next row's position."""
+        return self._state.rows_seen
+
+    @property
+    def keys(self) -> list:
+        """The key values seen so far, in first-seen order."""
+        return list(self._state.keys.values)
+
+    @property
     def state_bytes(self) -> int:
         """Bytes the carried state holds (runs, held matches, live buffer nodes, retained rows)."""
         return self._state.nbytes()

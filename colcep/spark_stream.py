@@ -209,16 +209,15 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
         wake = int(time_values(waiting, spec.time).min())
     if m is None:
         new = KeyState(None, pending, state.id_base, state.row_base)
-    elif _holds_nothing(m):
-        st = m._state
-        new = KeyState(None, pending, state.id_base + st.matches_out, state.row_base + st.rows_seen)
+    elif m.is_idle:
+        new = KeyState(None, pending, state.id_base + m.matches_emitted, state.row_base + m.rows_received)
     else:
         new = KeyState(m.snapshot(), pending, state.id_base, state.row_base)
-        deadline = _next_deadline(m)
+        deadline = m.next_deadline
         if deadline is not None:
             wake = deadline if wake is None else min(wake, deadline)
     if new.nbytes > spec.max_state_bytes:
-        key = _key_of(m) if m is not None else waiting.column(spec.key)[0].as_py()
+        key = m.keys[0] if m is not None and m.keys else waiting.column(spec.key)[0].as_py()
         raise CapacityError(
             f"key {key!r}: its state is {new.nbytes:,} bytes "
             f"({0 if m is None else m.live_partial_matches:,} live partial matches, "
@@ -255,35 +254,6 @@ def _in_order(spec: StreamSpec, rows: pa.Table) -> pa.Table:
     cols = [spec.time] + ([spec.seq] if spec.seq is not None else
                           [c for c in rows.column_names if c not in (spec.time, spec.key)])
     return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in cols]))
-
-
-def _holds_nothing(m: Matcher) -> bool:
-    st = m._state
-    return (m.live_partial_matches == 0 and st.held.node.shape[0] == 0 and _pending_rows(m) == 0
-            and not bool(np.any(st.start_dead)))
-
-
-def _pending_rows(m: Matcher) -> int:
-    p = m._state.pending
-    return 0 if p is None else p.num_rows
-
-
-def _key_of(m: Matcher) -> Any:
-    vals = m._state.keys.values
-    return vals[0] if vals else None
-
-
-def _next_deadline(m: Matcher) -> int | None:
-    """The earliest event time at which the Matcher may have work without a new row: the
-    window deadline of its oldest partial or held match. A call at that time that finds
-    nothing to do just asks again (the deadline can only move later)."""
-    st, b = m._state, m._bound
-    cands = []
-    if b is not None and b.window > 0:
-        for a in (st.runs.start_ts, st.held.start_ts):
-            if a.shape[0]:
-                cands.append(int(a.min()) + int(b.window))
-    return min(cands) if cands else None
 
 
 def _to_out_time(spec: StreamSpec, a: Any, field: pa.Field) -> pa.Array:

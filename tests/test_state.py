@@ -437,3 +437,19 @@ def test_snapshot_before_any_row_is_released():
     out = pa.concat_tables([again.process(tbl.slice(0, 0), watermark=10**6), again.close()])
     want = pa.concat_tables([m.process(tbl.slice(0, 0), watermark=10**6), m.close()])
     assert out.equals(want) and out.num_rows > 0
+
+
+def test_introspection_for_operators():
+    """is_idle, next_deadline, matches_emitted, rows_received, keys: what a stateful operator
+    (Spark streaming) needs to decide whether to keep a Matcher and when to wake it."""
+    p = (cc.Pattern.begin("a").where((col("price") > 10) & (col("price") < 100))
+         .followed_by("b").where(col("price") > 100).within(50))
+    m = cc.Matcher(p, key="sym", time="ts")
+    assert m.is_idle and m.next_deadline is None and m.keys == []
+    m.process(pa.table({"sym": ["x", "y"], "ts": pa.array([5, 7], pa.int64()), "price": [11.0, 1.0]}))
+    assert not m.is_idle and m.next_deadline == 55 and m.keys == ["x", "y"] and m.rows_received == 2
+    m.process(pa.table({"sym": ["x"], "ts": pa.array([9], pa.int64()), "price": [200.0]}))
+    assert m.matches_emitted == 1 and m.is_idle and m.next_deadline is None
+    top = cc.Matcher(p, key="sym", time="ts")
+    top.process(pa.table({"sym": ["x"], "ts": pa.array([I64.max - 3], pa.int64()), "price": [11.0]}))
+    assert top.next_deadline == int(I64.max)  # saturates
