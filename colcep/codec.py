@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import SnapshotError
 from .kernels.compact import compact_buffer
@@ -162,7 +163,6 @@ def _pending_for(pending: pa.Table, key: str | None, keys: KeyCodes, codes: list
     if wanted is None or key is None:
         return pending
     values = pa.array([keys.values[c] for c in codes], pending.schema.field(key).type)
-    import pyarrow.compute as pc
     return pending.filter(pc.is_in(pending.column(key), value_set=values))
 
 

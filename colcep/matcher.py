@@ -34,7 +34,7 @@ from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
 from .state import NODE_BYTES, Buffer, Held, MatcherState, Runs
-from .watermark import ARRIVAL, next_watermark, release, split_late, time_values
+from .watermark import ARRIVAL, next_watermark, release, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 4 << 30  # the shared match buffer's bound: 4 GiB
@@ -383,22 +383,22 @@ class Matcher:
         if self.out_of_orderness is None:
             return self._feed(tbl)
         st, b = self._state, self._bound
-        n = tbl.num_rows
-        tbl = tbl.append_column(ARRIVAL, pa.array(np.arange(st.rows_seen, st.rows_seen + n, dtype=np.int64)))
+        n, row0 = tbl.num_rows, st.rows_seen
+        ts = time_values(tbl, self.time, row0)
+        if self.key is not None:
+            st.keys.check_nulls(tbl, row0)
+        tbl = tbl.append_column(ARRIVAL, pa.array(np.arange(row0, row0 + n, dtype=np.int64)))
         st.rows_seen += n
-        if n:
-            _check_time_nulls(tbl, self.time, st.rows_seen - n)
-            self._state.keys.check_nulls(tbl, st.rows_seen - n) if self.key is not None else None
-        on_time, late = split_late(tbl, self.time, st.watermark)
-        if late is not None:
-            st.late_rows += late.num_rows
-            self._late.append(late.drop_columns([ARRIVAL]))
-        if on_time.num_rows:
-            mx = int(time_values(on_time, self.time).max())
-            st.max_ts = mx if st.max_ts is None else max(st.max_ts, mx)
-            st.pending = on_time if st.pending is None else pa.concat_tables([st.pending, on_time])
-        wm = None if watermark is None else to_units(watermark, b.unit, "watermark", signed=True, error=InputError) \
-            if not isinstance(watermark, (int, np.integer)) else int(watermark)
+        if st.watermark is not None:  # a row at or behind the watermark is late
+            late = ts <= st.watermark
+            if late.any():
+                st.late_rows += int(late.sum())
+                self._late.append(tbl.filter(pa.array(late)).drop_columns([ARRIVAL]))
+                tbl, ts = tbl.filter(pa.array(~late)), ts[~late]
+        if ts.shape[0]:
+            st.max_ts = int(ts.max()) if st.max_ts is None else max(st.max_ts, int(ts.max()))
+            st.pending = tbl if st.pending is None else pa.concat_tables([st.pending, tbl])
+        wm = None if watermark is None else to_units(watermark, b.unit, "watermark", signed=True, error=InputError)
         st.watermark = next_watermark(st.watermark, st.max_ts, b.delay, wm)
         released, st.pending = release(st.pending, self.time, st.watermark)
         # a watermark tick: time advances to the watermark for every key, so quiet keys time out
@@ -427,7 +427,7 @@ class Matcher:
         else:
             n = tbl.num_rows
             codes = st.keys.encode(tbl, row0)
-            ts = self._times(tbl, row0)
+            ts = time_values(tbl, self.time, row0)
         if n == 0 and tick is None:
             return self._empty_output()
         n_keys = st.keys.n
@@ -475,10 +475,6 @@ class Matcher:
             self._out = _new_out()
         self._trim_retained()
         return out
-
-    def _times(self, tbl: pa.Table, row0: int) -> np.ndarray:
-        _check_time_nulls(tbl, self.time, row0)
-        return time_values(tbl, self.time)
 
     def _env(self, tbl: pa.Table, needed: set[str]) -> dict[str, np.ndarray]:
         env = {}
@@ -664,13 +660,6 @@ def _block_end(block: tuple) -> int:
 
 def _reserved_names(timeouts: bool) -> tuple[str, ...]:
     return RESERVED if timeouts else RESERVED[:3]
-
-
-def _check_time_nulls(tbl: pa.Table, time: str, row0: int) -> None:
-    col = tbl.column(time)
-    if col.null_count:
-        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"time column {time!r} has a null at row {row0 + row}")
 
 
 def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",

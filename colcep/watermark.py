@@ -11,15 +11,22 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .errors import InputError
+
 ARRIVAL = "__colcep_arrival"  # the hidden column carrying a row's arrival position
 I64_MIN = int(np.iinfo(np.int64).min)
 
 
-def time_values(tbl: pa.Table, time: str) -> np.ndarray:
+def time_values(tbl: pa.Table, time: str, row0: int = 0) -> np.ndarray:
+    """The time column as contiguous int64 (a timestamp as its integer); a null is an InputError
+    naming its row (``row0``: the position of the table's first row in the stream)."""
     col = tbl.column(time)
-    if pa.types.is_timestamp(col.type):
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(f"time column {time!r} has a null at row {row0 + row}")
+    if not pa.types.is_int64(col.type):
         col = col.cast(pa.int64())
-    return np.asarray(col.to_numpy(), np.int64)
+    return np.ascontiguousarray(col.to_numpy(), dtype=np.int64)
 
 
 def next_watermark(current: int | None, max_ts: int | None, delay: int | None, explicit: int | None) -> int | None:
@@ -28,16 +35,6 @@ def next_watermark(current: int | None, max_ts: int | None, delay: int | None, e
     if delay is not None and max_ts is not None:
         cands.append(max_ts - delay - 1 if max_ts >= I64_MIN + delay + 1 else I64_MIN)
     return max(cands) if cands else None
-
-
-def split_late(tbl: pa.Table, time: str, watermark: int | None) -> tuple[pa.Table, pa.Table | None]:
-    """``(on time, late)``: a row at or behind the watermark is late."""
-    if watermark is None or tbl.num_rows == 0:
-        return tbl, None
-    late = time_values(tbl, time) <= watermark
-    if not late.any():
-        return tbl, None
-    return tbl.filter(pa.array(~late)), tbl.filter(pa.array(late))
 
 
 def release(pending: pa.Table | None, time: str, watermark: int | None,

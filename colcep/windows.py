@@ -35,6 +35,7 @@ from .kernels import windows as kwin
 from .durations import check_duration as _check_duration
 from .durations import to_units as _to_units
 from .matcher import as_table
+from .watermark import time_values
 
 __all__ = ["Tumbling", "Sliding", "Session", "Count", "Global", "WindowSpec", "WindowSpecError",
            "assign", "aggregate", "ohlc", "WindowAggregator", "AGG_FUNCS"]
@@ -182,16 +183,6 @@ def _time_unit(tt: pa.DataType, time: str, time_unit: str) -> str:
     raise InputError(f"time column {time!r} must be an integer or timestamp column, not {tt}")
 
 
-def _int64_column(tbl: pa.Table, name: str, what: str, row0: int = 0) -> np.ndarray:
-    col = tbl.column(name)
-    if col.null_count:
-        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{what} column {name!r} has a null at row {row0 + row}")
-    if not pa.types.is_int64(col.type):
-        col = col.cast(pa.int64())
-    return np.ascontiguousarray(col.to_numpy(), dtype=np.int64)
-
-
 def _check_columns(tbl: pa.Table, key: str | None, time: str) -> None:
     names = tbl.column_names
     if time not in names:
@@ -303,7 +294,7 @@ def assign(data: Any, window: WindowSpec, key: str | None = None, time: str = "t
     unit = _time_unit(tbl.schema.field(time).type, time, time_unit)
     spec = _resolve(window, unit)
     tt = tbl.schema.field(time).type
-    ts = _int64_column(tbl, time, "time")
+    ts = time_values(tbl, time)
     if spec.kind == "sliding":  # row-local: Flink assigns each row on its own, whatever its key
         if key is not None:
             KeyCodes(key).check_nulls(tbl)
@@ -471,7 +462,7 @@ def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, 
     unit = _time_unit(tt, time, time_unit)
     spec = _resolve(window, unit)
     _check_agg_types(tbl.schema, items)
-    ts = _int64_column(tbl, time, "time")
+    ts = time_values(tbl, time)
     keys = KeyCodes(key)
     codes = keys.encode(tbl)
     gaps = _gaps(tbl, spec, unit) if spec.kind == "session" else None
@@ -554,7 +545,7 @@ class WindowAggregator:
         tbl = self._bind(as_table(batch))
         row0 = self._rows_seen
         self._rows_seen += tbl.num_rows
-        ts = _int64_column(tbl, self.time, "time", row0)
+        ts = time_values(tbl, self.time, row0)
         self._keys.encode(tbl, row0)  # a null key names its row
         spec = self._spec
         if spec.kind == "session":
@@ -611,7 +602,7 @@ class WindowAggregator:
     def _fire(self, new_wm: int, final: bool) -> pa.Table:
         spec, tbl = self._spec, self._pending
         old_wm, self._wm = self._wm, new_wm
-        ts = _int64_column(tbl, self.time, "time")
+        ts = time_values(tbl, self.time)
         codes = self._keys.encode(tbl)
         n = ts.shape[0]
         if spec.kind in ("sliding", "session"):

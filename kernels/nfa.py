@@ -459,11 +459,11 @@ def _merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, 
     """SASE+'s merging of equivalent runs: a run made at this event (``new``) in the same
     state as a run kept before it or an older run after it, with the same relevant part of V
     (``st_rel``), continues identically, so it becomes that run: a JOIN node keeps both paths.
-    Without ``cross`` only runs of the same start merge (a window or a skip strategy acts on
-    each start); with it (no window) runs of any start do, found through a hash table over
-    (state, relevant V) (``ht_*``, stamped ``gen``), so the live runs of a Kleene closure stay
-    a few per state instead of a few per start. ``aux``: scratch, one slot per run. Returns the
-    number of runs left (kept in order at ``bo``)."""
+    Without ``cross`` only runs of the same start merge (a window acts on each start); with it
+    (no window) runs of any start do, so the live runs of a Kleene closure stay a few per state
+    instead of a few per start. Targets come from one pass over a hash table on (state,
+    relevant V, and the start without ``cross``) (``ht_*``, stamped ``gen``; ``_merge_targets``);
+    ``aux``: scratch, one slot per run. Returns the number of runs left (kept in order at ``bo``)."""
     _merge_targets(bo, nb, new, W_state, W_spos, W_vs, W_v, vw, st_rel, st_merge, cross, aux, ht_run, ht_gen, gen)
     w = 0
     for q in range(nb):
