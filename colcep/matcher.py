@@ -513,15 +513,13 @@ class Matcher:
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
         max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
-        res = interrupt.call(
-            knfa.run_batch, *prog.tables(),
-            self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts, self.max_partial_matches, max_nodes,
-            tick_ts, stop, n_keys, key_ptr, order, row0, ts, masks, cols, start_mask,
-            *st.runs.arrays(), *st.held.arrays(), st.start_dead, *st.buffer.arrays(), *self._out, nm, ne, stop=stop)
-        (r_ptr, r_state, r_node, r_sts, r_spos, r_v, h_ptr, h_sts, h_spos, h_epos, h_node,
-         n_row, n_stage, n_parent, n_ref, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne, status) = res
-        st.buffer = Buffer(n_row, n_stage, n_parent, n_ref, st.buffer.meta)
-        self._out = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
+        opts = tuple(np.int64(x) for x in (self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts,
+                                           self.max_partial_matches, max_nodes, tick_ts))
+        batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
+        runs, held, buf, self._out, nm, ne, status = interrupt.call(
+            knfa.run_batch, prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
+            st.buffer.arrays(), self._out, nm, ne, stop=stop)
+        st.buffer = Buffer(*buf)
         if status[0] == knfa.ERR_INTERRUPTED:
             raise KeyboardInterrupt
         if status[0] == knfa.ERR_CAPACITY:
@@ -535,8 +533,8 @@ class Matcher:
                 f"{int(status[2]):,} events of live partial matches ({int(status[2]) * NODE_BYTES / 2**20:,.0f} MiB), "
                 f"at the bound max_state_bytes={self.max_state_bytes:,}; tighten the pattern (within(), a more "
                 "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
-        st.runs = Runs(r_ptr, r_state, r_node, r_sts, r_spos, r_v)
-        st.held = Held(h_ptr, h_sts, h_spos, h_epos, h_node)
+        st.runs = Runs(*runs)
+        st.held = Held(*held)
         return nm, ne
 
     # ------------------------------------------------------------------ output

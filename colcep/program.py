@@ -22,7 +22,7 @@ from . import conditions as cond
 from .compiler import NFAProgram, compile_pattern
 from .errors import PatternError
 from .kernels import codes as kc
-from .kernels import nfa as knfa
+from .kernels import graph as kgraph
 from .pattern import Pattern
 
 PROGRAM_VERSION = 1  # bump when the tables' meaning changes: snapshots record it in the fingerprint
@@ -55,7 +55,7 @@ class CompiledPattern:
         return max(1, self.lowered.v_width)
 
     def tables(self) -> tuple:
-        """The program tables in ``kernels.nfa.run_batch``'s order."""
+        """The program tables, ``kernels.nfa.run_batch``'s ``prog`` group."""
         p, lw = self.nfa, self.lowered
         return (p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target,
                 p.trans_cond, lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
@@ -88,9 +88,9 @@ def compile(pattern: "Pattern | CompiledPattern") -> CompiledPattern:  # noqa: A
     literals: dict = {}
     lw = cond.lower(nfa.conditions, nfa.stage_names, literals)
     st_rel, st_merge = cond.merge_tables(nfa, lw)
-    sleep = knfa.sleep_conditions(nfa.state_kind, nfa.trans_ptr, nfa.trans_action, nfa.trans_target,
+    sleep = kgraph.sleep_conditions(nfa.state_kind, nfa.trans_ptr, nfa.trans_action, nfa.trans_target,
                                   nfa.trans_cond, lw.cond_kind, lw.cond_a)
-    bounds = tuple(int(x) for x in knfa.dfs_bounds(nfa.trans_ptr, nfa.trans_action, nfa.trans_target,
+    bounds = tuple(int(x) for x in kgraph.dfs_bounds(nfa.trans_ptr, nfa.trans_action, nfa.trans_target,
                                                     nfa.n_states))
     skip = pattern.skip_strategy
     skip_stage = nfa.stage_names.index(skip.stage) if skip.stage is not None else -1

@@ -17,3 +17,5 @@ TIME_MAX = np.int64(np.iinfo(np.int64).max)
 # run_batch's ``tick_ts``: after the rows, time advances to it with no event (a watermark);
 # TIME_MAX is the end of input (every windowed run times out); NO_TICK: no such step
 NO_TICK = np.int64(np.iinfo(np.int64).min)
+# "no such event": an index past every key's events
+BIG = np.int64(2**62)

@@ -13,7 +13,9 @@ from colcep import examples as ex
 from colcep.compiler import compile_pattern
 from colcep.conditions import lower
 from colcep.kernels import buffer as kb
-from colcep.kernels import nfa as knfa
+from colcep.kernels import codes as kcodes
+from colcep.kernels import conds as kconds
+from colcep.kernels import graph as kgraph
 from colcep.kernels import vm
 from reference import dewey_add_stage, dewey_compatible, dewey_increase, eval_expr
 
@@ -347,7 +349,7 @@ def test_vm_matches_python_evaluation(expr, taken, price, volume):
     # the kernel's entry point for a condition (mask, program or negation), V at an offset
     v_at = np.concatenate([np.full(7, np.nan), v])
     n = len(low.cond_kind)
-    got = knfa._cond(0, low.cond_kind, low.cond_a, low.cond_b, low.code, low.consts, 0, masks, cols, v_at, 7,
+    got = kconds.cond(0, low.cond_kind, low.cond_a, low.cond_b, low.code, low.consts, 0, masks, cols, v_at, 7,
                      np.empty(vm.STACK), np.zeros(n, np.uint8), np.full(n, -1, np.int64), 1)
     assert got == bool(eval_expr(expr, event, match))
 
@@ -393,11 +395,11 @@ def _sleep_model(p, low):
     for s in range(p.n_states):
         edges = [(p.trans_action[t], p.trans_target[t], p.trans_cond[t])
                  for t in range(p.trans_ptr[s], p.trans_ptr[s + 1])]
-        take = [c for a, _, c in edges if a == knfa.TAKE]
-        ign = [(t, c) for a, t, c in edges if a == knfa.IGNORE]
-        ok = (p.state_kind[s] in (knfa.NORMAL, knfa.PENDING) and len(take) == 1 and take[0] >= 0 and len(ign) == 1
-              and ign[0][0] == s and not any(a == knfa.PROCEED for a, _, _ in edges)
-              and (ign[0][1] < 0 or (low.cond_kind[ign[0][1]] == knfa.COND_NOT and low.cond_a[ign[0][1]] == take[0])))
+        take = [c for a, _, c in edges if a == kcodes.TAKE]
+        ign = [(t, c) for a, t, c in edges if a == kcodes.IGNORE]
+        ok = (p.state_kind[s] in (kcodes.NORMAL, kcodes.PENDING) and len(take) == 1 and take[0] >= 0 and len(ign) == 1
+              and ign[0][0] == s and not any(a == kcodes.PROCEED for a, _, _ in edges)
+              and (ign[0][1] < 0 or (low.cond_kind[ign[0][1]] == kcodes.COND_NOT and low.cond_a[ign[0][1]] == take[0])))
         out.append(take[0] if ok else -1)
     return out
 
@@ -405,7 +407,7 @@ def _sleep_model(p, low):
 def _sleeping(pattern):
     p = compile_pattern(pattern)
     low = lower(p.conditions, p.stage_names, {})
-    got = knfa.sleep_conditions(p.state_kind, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
+    got = kgraph.sleep_conditions(p.state_kind, p.trans_ptr, p.trans_action, p.trans_target, p.trans_cond,
                                 low.cond_kind, low.cond_a).tolist()
     assert got == _sleep_model(p, low)
     return p, {name: (None if c < 0 else p.conditions[c].key()) for name, c in zip(p.state_names, got)}
@@ -419,7 +421,7 @@ def test_sleep_conditions_on_compiled_patterns():
     p, w = _sleeping(ex.P4)  # followed_by_any: IGNORE true
     assert w == {"$endState$": None, "a": None, "b": ex.P4.stages[1].condition.key(),
                  "c": ex.P4.stages[2].condition.key()}
-    assert all(p.trans_cond[t] == -1 for t in range(len(p.trans_action)) if p.trans_action[t] == knfa.IGNORE)
+    assert all(p.trans_cond[t] == -1 for t in range(len(p.trans_action)) if p.trans_action[t] == kcodes.IGNORE)
     assert set(_sleeping(ex.P1)[1].values()) == {None}  # strict next: no IGNORE edge
     assert set(_sleeping(ex.THREE_RISING)[1].values()) == {None}
     assert _sleeping(ex.SPIKE_NO_RECOVERY)[1]["recovery"] is None  # PENDING with a PROCEED edge
@@ -428,7 +430,7 @@ def test_sleep_conditions_on_compiled_patterns():
            .followed_by("c").where(cc.col("price") < cc.last("price", of="a")))
     p, w = _sleeping(nfb)
     s = p.state_names.index("c")
-    assert w["c"] is None and knfa.PROCEED in p.trans_action[p.trans_ptr[s]:p.trans_ptr[s + 1]]
+    assert w["c"] is None and kcodes.PROCEED in p.trans_action[p.trans_ptr[s]:p.trans_ptr[s + 1]]
     for pat in (ex.P3, ex.PAPER_QUERY3, ex.ANY_TRIPLE):
         _sleeping(pat)
     # an event-only followed_by condition: its IGNORE is lowered as the TAKE mask's negation
@@ -438,7 +440,7 @@ def test_sleep_conditions_on_compiled_patterns():
 
 
 def test_sleep_conditions_rule_on_hand_built_tables():
-    T, I, P = knfa.TAKE, knfa.IGNORE, knfa.PROCEED
+    T, I, P = kcodes.TAKE, kcodes.IGNORE, kcodes.PROCEED
     edges = [[],                                       # 0 final
              [(T, 0, 0), (I, 2, 1)],                   # IGNORE(not c0) to another state
              [(T, 0, 0), (I, 2, 2)],                   # IGNORE(not c3): not the take condition
@@ -449,12 +451,12 @@ def test_sleep_conditions_rule_on_hand_built_tables():
              [(T, 0, 0), (T, 1, 0), (I, 7, 1)],        # two TAKE edges
              [(I, 8, 1), (T, 0, 0)],                   # IGNORE(not c0) first: waits on c0
              [(T, 0, 3), (P, 0, -1), (I, 9, 2)]]       # a PROCEED edge
-    kinds = [knfa.FINAL, 0, 0, knfa.PENDING, knfa.STOP, 0, 0, 0, 0, 0]
+    kinds = [kcodes.FINAL, 0, 0, kcodes.PENDING, kcodes.STOP, 0, 0, 0, 0, 0]
     flat = [e for es in edges for e in es]
     ptr = np.cumsum([0] + [len(es) for es in edges]).astype(np.int32)
     act, tgt, cnd = (np.array([e[i] for e in flat], np.int32) for i in range(3))
-    got = knfa.sleep_conditions(np.array(kinds, np.int8), ptr, act.astype(np.int8), tgt, cnd,
-                                np.array([knfa.COND_PROGRAM, knfa.COND_NOT, knfa.COND_NOT, knfa.COND_PROGRAM], np.int8),
+    got = kgraph.sleep_conditions(np.array(kinds, np.int8), ptr, act.astype(np.int8), tgt, cnd,
+                                np.array([kcodes.COND_PROGRAM, kcodes.COND_NOT, kcodes.COND_NOT, kcodes.COND_PROGRAM], np.int8),
                                 np.array([0, 0, 3, 0], np.int32))
     assert got.tolist() == [-1, -1, -1, 0, -1, -1, -1, -1, 0, -1]
 
@@ -489,7 +491,7 @@ TAKEN = st.lists(st.tuples(st.sampled_from(["a", "b"]), NUMS, NUMS), max_size=4)
 
 def _chain(low, c):
     neg = False
-    while low.cond_kind[c] == knfa.COND_NOT:
+    while low.cond_kind[c] == kcodes.COND_NOT:
         neg, c = not neg, low.cond_a[c]
     return c, neg
 
@@ -505,7 +507,7 @@ def test_next_event_matches_a_python_scan(cond, taken, seed, n, hot, outer_not, 
     expr, m = cond
     low = lower([expr], ["a", "b"], {})
     if outer_not:  # a negation over the whole condition (also over a mask: the kernel allows it)
-        for name, x in (("cond_kind", knfa.COND_NOT), ("cond_a", 0), ("cond_b", 0)):
+        for name, x in (("cond_kind", kcodes.COND_NOT), ("cond_a", 0), ("cond_b", 0)):
             setattr(low, name, np.append(getattr(low, name), getattr(low, name).dtype.type(x)))
         low.cond_thr = np.vstack([low.cond_thr, np.array([[-1, 0, 0, 0]], np.int32)])
     c = len(low.cond_kind) - 1 if outer_not else 0
@@ -525,18 +527,18 @@ def test_next_event_matches_a_python_scan(cond, taken, seed, n, hot, outer_not, 
     last_t = data.draw(st.one_of(st.just(int(ts.max())), st.integers(-1, int(ts.max()))), label="last_t")
     v, match = _v_and_match(low, taken)
     masks, cols = _event_rows(low, events)
-    got = knfa._next_event(c, low.cond_kind, low.cond_a, low.cond_b, low.cond_thr, low.code, low.consts, masks,
+    got = kconds.next_event(c, low.cond_kind, low.cond_a, low.cond_b, low.cond_thr, low.code, low.consts, masks,
                            cols, np.concatenate([np.full(5, np.nan), v]), 5, np.empty(vm.STACK), order, row_lo,
                            j, n, ts, last_t)
     thr = None if m is None else eval_expr(m, {}, match)
     if m is not None and not neg and (thr is None or thr != thr):
-        want = knfa.BIG  # a null threshold: the condition never holds
+        want = kconds.BIG  # a null threshold: the condition never holds
     else:
-        want = min(n, j + knfa.SCAN_AHEAD)
+        want = min(n, j + kconds.SCAN_AHEAD)
         for jj in range(j, want):
             row = order[row_lo + jj]
             if ts[row] > last_t:
-                want = knfa.BIG
+                want = kconds.BIG
                 break
             if bool(eval_expr(expr, events[row], match)) != outer_not:
                 want = jj
@@ -551,13 +553,13 @@ def test_next_event_scan_cap_and_window():
     order, ts = np.arange(200, dtype=np.int64), np.arange(200, dtype=np.int64)
 
     def scan(j, last_t):
-        return knfa._next_event(0, low.cond_kind, low.cond_a, low.cond_b, low.cond_thr, low.code, low.consts, masks,
+        return kconds.next_event(0, low.cond_kind, low.cond_a, low.cond_b, low.cond_thr, low.code, low.consts, masks,
                                 cols, v, 0, np.empty(vm.STACK), order, 0, j, 200, ts, last_t)
-    assert scan(10, 1000) == 10 + knfa.SCAN_AHEAD  # nothing within SCAN_AHEAD: look again from there
+    assert scan(10, 1000) == 10 + kconds.SCAN_AHEAD  # nothing within SCAN_AHEAD: look again from there
     assert scan(150, 1000) == 200
-    assert scan(10, 30) == knfa.BIG  # the window ends first
+    assert scan(10, 30) == kconds.BIG  # the window ends first
     cols[0, 40] = 6.0
-    assert scan(10, 1000) == 40 and scan(10, 39) == knfa.BIG and scan(41, 1000) == 41 + knfa.SCAN_AHEAD
+    assert scan(10, 1000) == 40 and scan(10, 39) == kconds.BIG and scan(41, 1000) == 41 + kconds.SCAN_AHEAD
 
 
 # ----------------------------------------------------------------------------- threshold lowering
@@ -581,7 +583,7 @@ def test_threshold_lowering():
               (price > 3.0) == (last_a > 2.0)):           # booleans, not a float row
         assert _thr(e)[0] is None, e
     low = lower([~(price > last_a)], ["a", "b"], {})  # the negation has none, its inner condition has
-    assert low.cond_kind.tolist() == [knfa.COND_NOT, knfa.COND_PROGRAM]
+    assert low.cond_kind.tolist() == [kcodes.COND_NOT, kcodes.COND_PROGRAM]
     assert low.cond_thr[0, 0] == -1 and low.cond_thr[1, 0] >= 0
 
 

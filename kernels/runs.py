@@ -1,0 +1,79 @@
+"""A key's live runs while it is stepped: the work arrays ``W_*`` (two halves, one list each,
+V vectors in an arena), and time arithmetic on a run's window, exact for every int64."""
+import numpy as np
+from numba import njit
+
+from .codes import TIME_MAX
+from .vm import v_init
+
+
+@njit(cache=True, nogil=True, inline="always")
+def expired(t, sts, window):
+    """Has the window of a run started at ``sts`` passed at time ``t >= sts``? Exact for every
+    int64 (``t - sts >= window`` without overflow)."""
+    return window > 0 and sts <= TIME_MAX - window and t >= sts + window
+
+
+@njit(cache=True, nogil=True, inline="always")
+def last_time(sts, window):
+    """The last time inside the window of a run started at ``sts`` (saturating)."""
+    if window <= 0 or sts > TIME_MAX - window + 1:
+        return TIME_MAX
+    return sts + window - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def deadline(sts, window):
+    """When the window of a run started at ``sts`` passes: its timed-out time (saturating)."""
+    if sts > TIME_MAX - window:
+        return TIME_MAX
+    return sts + window
+
+
+@njit(cache=True, nogil=True)
+def grow_runs(W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, ao, na, cap, vw):
+    """Work arrays for ``cap`` runs a half, the current list (``ao``, ``na``) moved to offset 0
+    and its V vectors to the first slots of the V arena (two halves of ``2 * cap`` slots, then
+    the empty V)."""
+    state = np.empty(2 * cap, np.int32)
+    node = np.empty(2 * cap, np.int64)
+    sts = np.empty(2 * cap, np.int64)
+    spos = np.empty(2 * cap, np.int64)
+    wake = np.empty(2 * cap, np.int64)
+    vs = np.empty(2 * cap, np.int64)
+    v = np.empty((4 * cap + 1) * vw, np.float64)
+    for i in range(na):
+        state[i] = W_state[ao + i]
+        node[i] = W_node[ao + i]
+        sts[i] = W_sts[ao + i]
+        spos[i] = W_spos[ao + i]
+        wake[i] = W_wake[ao + i]
+        vs[i] = i
+        for j in range(vw):
+            v[i * vw + j] = W_v[W_vs[ao + i] * vw + j]
+    v_init(v[4 * cap * vw:])
+    v_at[0] = na
+    v_at[1] = 0
+    return state, node, sts, spos, wake, vs, v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst):
+    W_state[dst] = W_state[src]
+    W_node[dst] = W_node[src]
+    W_sts[dst] = W_sts[src]
+    W_spos[dst] = W_spos[src]
+    W_wake[dst] = W_wake[src]
+    W_vs[dst] = W_vs[src]
+
+
+@njit(cache=True, nogil=True)
+def lower_bound(a, lo, hi, x):
+    """First index in ``a[lo:hi]`` (sorted) whose value is >= ``x``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
