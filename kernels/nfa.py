@@ -419,24 +419,24 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     walk = S[7]
     k, row_lo, n_rows, n_events = cur[KEY], cur[ROW_LO], cur[N_ROWS], cur[N_EVENTS]
     cap = W_state.shape[0] // 2
+    # the cursor's hot fields live in locals between phases (the phases keep ``cur`` current)
+    j, na, nh, ao, npend, min_wake = cur[J], cur[NA], cur[NH], cur[AO], cur[NPEND], cur[MIN_WAKE]
+    dead = cur[DEAD] != 0
     while True:
-        if cur[NPEND] > 0:
-            r1, r2 = flush_pending(cur[NPEND], pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent,
-                                   n_ref, meta, walk, m_key, m_row, m_flag, m_tts, m_off, cur[NM], e_row, e_stage,
-                                   cur[NE])
+        if npend > 0:
+            r1, r2 = flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref,
+                                   meta, walk, m_key, m_row, m_flag, m_tts, m_off, cur[NM], e_row, e_stage, cur[NE])
             if r1 < 0:
                 cur[ROOM] = r2
+                cur[J] = j
                 return NEED_OUT
             cur[NM] = r1
             cur[NE] = r2
+            npend = 0
             cur[NPEND] = 0
-        j = cur[J]
-        if j >= n_events:
-            return DONE
-        if stop[0] != 0:
-            return INTERRUPTED
-        na, nh, ao = cur[NA], cur[NH], cur[AO]
-        dead = cur[DEAD] != 0
+        if j >= n_events or stop[0] != 0:
+            cur[J] = j
+            return DONE if j >= n_events else INTERRUPTED
         final_tick = j == n_rows  # time advances to ``tick_ts`` with no event
         if final_tick:
             row = -1
@@ -447,24 +447,24 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
             if na == 0 and nh == 0 and (dead or start_mask[row] == 0):
                 # nothing alive for this key: jump to its next row that can start a match
                 if dead:
-                    cur[J] = n_rows
+                    j = n_rows
                     continue
                 j += 1
                 while j < n_rows and start_mask[order[row_lo + j]] == 0:
                     j += 1
-                cur[J] = j
                 continue
             t = ts[row]
-            if cur[MIN_WAKE] > j and (dead or start_mask[row] == 0) and (na == 0 or not expired(t, W_sts[ao], window)):
+            if min_wake > j and (dead or start_mask[row] == 0) and (na == 0 or not expired(t, W_sts[ao], window)):
                 # every run waits past this event, none times out and nothing starts: the
                 # event changes nothing (no run, held match or start)
-                cur[J] = j + 1
+                j += 1
                 continue
             g = row0 + row
         # room for this event: nodes, runs, completed, held and emitted matches
         need = (na + 1) * per_run
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + na + need > hq_sts.shape[0]
                 or nh + 2 * na + need > pend_node.shape[0] or need > p_node.shape[0]):
+            cur[J] = j
             return NEED_ROOM
         if v_at[0] + need > (v_at[1] + 1) * 2 * cap:
             # the V arena's half is used up: the live runs' V move to the other half's start
@@ -476,24 +476,26 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 w += 1
             v_at[1] = 1 - v_at[1]
             v_at[0] = w
-        cur[J] = j + 1
-        # 1. advanceTime
-        if advance_time(prog, opts, W, done, E, buf, cur, t, g, final_tick):
+        j += 1
+        cur[J] = j
+        for phase in range(2):
+            if phase == 0:  # 1. advanceTime (when no run times out nothing changes)
+                if not advance_time(prog, opts, W, done, E, buf, cur, t, g, final_tick):
+                    continue
+            else:  # 2. computeNextStates
+                if final_tick:
+                    break
+                if not compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, cur, row, t, g):
+                    cur[ROOM] = cur[NB]
+                    return OVER_CAPACITY
+            # 3. processMatchesAccordingToSkipStrategy, after each of them
             process_matches(opts, mode, W, done, aux, Q, E, buf, cur, g)
+            if phase == 1 and cur[FAST] == 0:  # the next list becomes the current one
+                cur[HALF] = 1 - cur[HALF]
             cur[AO] = cur[BO]
             cur[NA] = cur[NB]
-        if final_tick:
-            continue
-        # 2. computeNextStates
-        if not compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, cur, row, t, g):
-            cur[ROOM] = cur[NB]
-            return OVER_CAPACITY
-        # 3. processMatchesAccordingToSkipStrategy
-        process_matches(opts, mode, W, done, aux, Q, E, buf, cur, g)
-        if cur[FAST] == 0:  # the next list becomes the current one
-            cur[HALF] = 1 - cur[HALF]
-        cur[AO] = cur[BO]
-        cur[NA] = cur[NB]
+        na, nh, ao, npend, min_wake = cur[NA], cur[NH], cur[AO], cur[NPEND], cur[MIN_WAKE]
+        dead = cur[DEAD] != 0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
