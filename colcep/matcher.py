@@ -507,9 +507,7 @@ class Matcher:
         after ``nm`` matches of ``ne`` events; returns the new counts."""
         st, prog = self._state, self.program
         # one compiled signature: C-contiguous, writable inputs whatever the batch's layout
-        masks, cols, ts = np.ascontiguousarray(masks), np.ascontiguousarray(cols), np.ascontiguousarray(ts)
-        if not ts.flags.writeable:
-            ts = ts.copy()
+        masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)  # ts: see time_values
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
         max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)

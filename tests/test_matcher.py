@@ -180,13 +180,17 @@ def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, n
 
 
 def test_one_compiled_signature_whatever_the_input_layout():
-    """Chunked columns, read-only buffers, batches larger than one kernel call, one row, many keys:
-    the step kernel is compiled once (a new pattern or layout never waits for another compile)."""
+    """Chunked, sliced, read-only, float32, timestamp, pandas- and polars-derived inputs, batches
+    larger than one kernel call, one row, event time: no kernel of ``colcep.kernels`` is compiled
+    for a second signature (a new pattern or layout never waits for another compile)."""
     import subprocess
     import sys
     script = """
-import numpy as np, pyarrow as pa
+import importlib, pkgutil
+import numpy as np, pyarrow as pa, polars as pl
+from numba.core.registry import CPUDispatcher
 import colcep as cc
+import colcep.kernels
 from colcep import col, last
 from colcep.kernels import nfa
 from colcep.matcher import CHUNK_ROWS
@@ -198,11 +202,21 @@ t = pa.table({"k": rng.integers(0, 3, n), "ts": np.arange(n), "p": rng.random(n)
 chunked = pa.concat_tables([t.slice(0, 1000), t.slice(1000)])
 ro = np.arange(n); ro.setflags(write=False)
 readonly = t.set_column(1, "ts", pa.array(ro))
-for data in (t, chunked, readonly, t.slice(0, 1), t.to_pandas()):
+f32 = t.set_column(2, "p", t.column("p").cast(pa.float32()))
+stamps = t.set_column(1, "ts", t.column("ts").cast(pa.timestamp("ms")))
+for data in (t, chunked, readonly, t.slice(0, 1), t.slice(17, 5000), t.to_pandas(), pl.from_arrow(t), f32, stamps):
     cc.match(data, p, key="k", time="ts")
 cc.match(t, p.skip(cc.SkipPastLastEvent()), key="k", time="ts", timeouts=True)
-print(len(nfa.run_batch.signatures))
+m = cc.Matcher(p, key="k", time="ts", out_of_orderness=5)
+m.process(readonly.slice(0, 5000)); m.process(chunked.slice(5000)); m.close()
+assert len(nfa.run_batch.signatures) == 1
+for info in pkgutil.iter_modules(colcep.kernels.__path__):
+    mod = importlib.import_module("colcep.kernels." + info.name)
+    for name, f in vars(mod).items():
+        if isinstance(f, CPUDispatcher) and f.__module__ == mod.__name__ and len(f.signatures) > 1:
+            print(info.name, name, f.signatures)
+print("ok")
 """
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "1"
+    assert res.stdout.strip() == "ok", res.stdout
