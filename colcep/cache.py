@@ -35,7 +35,8 @@ import sys
 import tempfile
 from typing import Iterator
 
-__all__ = ["cache_dir", "candidates", "compile_lock", "install", "kernel_compiles", "KERNELS"]
+__all__ = ["cache_dir", "candidates", "compile_lock", "install", "kernel_compiles", "kernels_cold", "notice_compile",
+           "KERNELS"]
 
 KERNELS = "colcep.kernels"
 _VERSION = "0.1.0"  # kept in step with pyproject.toml (colcep.__version__ cannot be imported from here)
@@ -223,3 +224,38 @@ def kernel_compiles() -> int:
             if isinstance(obj, Dispatcher) and obj.__module__ == name:
                 n += sum(obj.stats.cache_misses.values())
     return n
+
+
+# ---------------------------------------------------------------------------- the first compile
+COMPILE_SECONDS = 50  # CPU seconds of the first compile of the step kernel (docs/benchmarks.md)
+notice: bool = True  # say so on stderr before the first compile (the CLI reports it itself)
+_checked = False
+
+
+def kernels_cold() -> bool | None:
+    """Whether the step kernel will compile (no valid on-disk cache on this machine) rather than
+    load; None when that cannot be told."""
+    try:
+        from colcep.kernels import nfa
+
+        index = getattr(getattr(nfa.run_batch, "_cache", None), "_cache_file", None)  # numba's on-disk index
+        load = getattr(index, "_load_index", None)
+        if load is None:
+            return None
+        return not bool(load())
+    except Exception:  # noqa: BLE001 - a guess for a message, never a failure
+        return None
+
+
+def notice_compile() -> None:
+    """Once per process, before the first kernel call: when the kernels are not cached on this
+    machine yet, say on stderr that they compile now, once (a minute of silence otherwise looks
+    like a hang). ``colcep.cache.notice = False`` silences it."""
+    global _checked
+    if _checked:
+        return
+    _checked = True
+    if notice and kernels_cold():
+        sys.stderr.write(f"colcep: compiling its kernels for this machine, once (~{COMPILE_SECONDS} s of CPU); "
+                         f"later runs load them from {cache_dir()}\n")
+        sys.stderr.flush()

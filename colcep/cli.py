@@ -42,6 +42,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colcep import cache
+from colcep.cache import kernels_cold
 from colcep.errors import ColcepError, InputError
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
@@ -276,25 +278,11 @@ class Reporter:
             self.done()
 
 
-def kernels_cold() -> bool | None:
-    """Whether the Numba kernels will compile (no valid on-disk cache for the step kernel on
-    this machine) rather than load; None when that cannot be told."""
-    try:
-        from colcep.kernels import nfa
-
-        cache = getattr(getattr(nfa.run_batch, "_cache", None), "_cache_file", None)  # numba's on-disk index
-        load = getattr(cache, "_load_index", None)
-        if load is None:
-            return None
-        return not bool(load())
-    except Exception:  # noqa: BLE001 - a guess for a progress message, never a failure
-        return None
-
-
 def _with_kernels(rep: Reporter, build: Callable[[], Any]) -> tuple[Any, float]:
     """Run ``build`` (which validates the pattern and loads or compiles the kernels), saying
     which of the two happens before it starts; returns its result and the seconds taken."""
     cold = kernels_cold()
+    cache.notice = False  # this command says it itself
     if cold:
         rep.step(f"compiling kernels (first run on this machine, ~{COMPILE_SECONDS // 60} min; "
                  "cached for the next runs) ...")

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import cache
 from . import conditions as cond
 from . import history as hist
 from . import interrupt
@@ -514,6 +515,7 @@ class Matcher:
         opts = tuple(np.int64(x) for x in (self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts,
                                            self.max_partial_matches, max_nodes, tick_ts))
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
+        cache.notice_compile()
         runs, held, buf, self._out, nm, ne, status = interrupt.call(
             knfa.run_batch, prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
             st.buffer.arrays(), self._out, nm, ne, stop=stop)

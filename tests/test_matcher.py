@@ -220,3 +220,27 @@ print("ok")
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "ok", res.stdout
+
+
+def test_first_compile_is_announced_once_per_process(monkeypatch, capsys):
+    """A cold kernel cache makes the first kernel call compile for about a minute: the library
+    says so once on stderr (unless silenced), never again in the process."""
+    from colcep import cache
+    t = pa.table({"ts": [1, 2, 3], "x": [1.0, 2.0, 3.0]})
+    p = cc.Pattern.begin("a").where(col("x") > 1)
+    monkeypatch.setattr(cache, "kernels_cold", lambda: True)
+    monkeypatch.setattr(cache, "_checked", False)
+    cc.match(t, p, time="ts", time_unit="ms")
+    cc.match(t, p, time="ts", time_unit="ms")
+    err = capsys.readouterr().err
+    assert err.count("colcep: compiling its kernels for this machine, once") == 1
+    assert cache.cache_dir() in err
+    monkeypatch.setattr(cache, "_checked", False)
+    monkeypatch.setattr(cache, "notice", False)
+    cc.match(t, p, time="ts", time_unit="ms")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(cache, "_checked", False)
+    monkeypatch.setattr(cache, "notice", True)
+    monkeypatch.setattr(cache, "kernels_cold", lambda: False)
+    cc.match(t, p, time="ts", time_unit="ms")
+    assert capsys.readouterr().err == ""
