@@ -425,6 +425,7 @@ class Matcher:
             n = 0
             codes = np.zeros(0, np.int64)
             ts = np.zeros(0, np.int64)
+            ts.flags.writeable = False  # as time_values gives it
         else:
             n = tbl.num_rows
             codes = st.keys.encode(tbl, row0)

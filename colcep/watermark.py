@@ -18,9 +18,9 @@ I64_MIN = int(np.iinfo(np.int64).min)
 
 
 def time_values(tbl: pa.Table, time: str, row0: int = 0) -> np.ndarray:
-    """The time column as contiguous, writable int64 (a timestamp as its integer: one layout, so
-    one compiled signature of every kernel reading it); a null is an InputError naming its row
-    (``row0``: the position of the table's first row in the stream)."""
+    """The time column as contiguous, read-only int64 (a timestamp as its integer), without a copy
+    where Arrow allows: one layout, so one compiled signature of every kernel reading it. A null
+    is an InputError naming its row (``row0``: the position of the table's first row in the stream)."""
     col = tbl.column(time)
     if col.null_count:
         row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
@@ -28,7 +28,8 @@ def time_values(tbl: pa.Table, time: str, row0: int = 0) -> np.ndarray:
     if not pa.types.is_int64(col.type):
         col = col.cast(pa.int64())
     ts = np.ascontiguousarray(col.to_numpy(), dtype=np.int64)
-    return ts if ts.flags.writeable else ts.copy()
+    ts.flags.writeable = False
+    return ts
 
 
 def next_watermark(current: int | None, max_ts: int | None, delay: int | None, explicit: int | None) -> int | None:
