@@ -46,8 +46,9 @@ discards it and keeps its copy from before the call.
 Arguments come in groups (tuples): the program's tables, the options, the batch, the carried
 runs and held matches, the buffer, the output; inside, the work arrays (runs ``W``, this
 event's completed matches, per-run scratch, the held-match queue, emitted matches, scratch)
-and one key's scalars in a cursor array (``cur[AO]``, ``cur[NA]``, ...). The phases are
-inlined into ``_run_key``, so the groups cost nothing per event.
+and one key's scalars, kept in a cursor array (``cur[AO]``, ``cur[NA]``, ...) between calls
+of ``_run_key``. The phases take and return their scalars (registers) and are inlined into
+``_run_key``, so neither the groups nor the phases cost anything per event.
 
 Layout, for speed: the runs of the current event and of the next one share one set of
 flat arrays, each list a slice of its own half (``W_*``; V vectors ``vw`` floats a run, the
@@ -71,32 +72,30 @@ from .merge import merge_runs
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import STACK, VW, v_update
 
-# the cursor ``cur`` (int64): one key's scalars while it is stepped, read and written by the phases
-(J, AO, HALF, NA, BO, NB, NPOT, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, MIN_WAKE, FAST,
- KEY, ROW_LO, N_ROWS, N_EVENTS) = range(20)
-N_CURSOR = 20
+# the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
+J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS = range(15)
+N_CURSOR = 15
 # what _run_key asks of its caller
 DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY, INTERRUPTED = 0, 1, 2, 3, 4
 
 
 @njit(cache=True, nogil=True, inline="always")
-def advance_time(prog, opts, W, done, E, buf, cur, t, g, final_tick):
+def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
     """Phase 1, Flink's ``advanceTime``: the runs whose window has passed at time ``t`` (a
     prefix: runs are sorted by start) time out; a PENDING run (trailing ``not_followed_by``)
-    completes instead. The survivors become the next list (``BO``, ``NB``). Returns whether
-    any run timed out (when none does nothing changes: held matches stay held)."""
+    completes instead. Returns (whether any run timed out: when none does nothing changes and
+    held matches stay held; the survivors' list ``bo``, ``nb``; completed ``npot``; ``npend``)."""
     st_kind = prog[0]
     window, want_timeouts = opts[0], opts[3]
     W_state, W_node, W_sts, W_spos = W[0], W[1], W[2], W[3]
     p_node, p_sts, p_spos = done
     pend_node, pend_g, pend_flag, pend_tts = E
     n_row, n_stage, n_parent, n_ref, meta = buf
-    ao, na, npend = cur[AO], cur[NA], cur[NPEND]
     cut = 0
     while window > 0 and cut < na and ((final_tick and t == TIME_MAX) or expired(t, W_sts[ao + cut], window)):
         cut += 1
     if cut == 0:
-        return False
+        return False, ao, na, 0, npend
     npot = 0
     for i in range(ao, ao + cut):
         if st_kind[W_state[i]] == PENDING:
@@ -113,20 +112,19 @@ def advance_time(prog, opts, W, done, E, buf, cur, t, g, final_tick):
                 pend_tts[npend] = deadline(W_sts[i], window)
                 npend += 1
             release(n_row, n_stage, n_parent, n_ref, meta, W_node[i])
-    cur[BO] = ao + cut  # the survivors stay where they are: the list now starts after the cut
-    cur[NB] = na - cut
-    cur[NPOT] = npot
-    cur[NPEND] = npend
-    return True
+    return True, ao + cut, na - cut, npot, npend  # the survivors stay where they are
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, cur, row, t, g):
+def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake,
+                        row_lo, n_rows, jc, row, t, g):
     """Phase 2, Flink's ``computeNextStates`` for every run in start order, then for the start
     run: a DFS over PROCEED edges whose conditions hold collects the TAKE / IGNORE edges; TAKE
     appends a node to the buffer and updates the run's V; a run reaching the final state is a
     completed match (``done``); a STOP state discards what the run produced at this event.
-    Builds the next list (``BO``, ``NB``); returns False when it holds over ``max_runs`` runs."""
+    Returns the next list (``bo``, ``nb``; over ``max_runs`` runs: the caller stops), the
+    completed matches ``npot``, whether the list grew in place (``fast``), and the new ``dead``,
+    ``stamp``, ``min_wake``."""
     (st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a, cond_b, code, consts,
      vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge) = prog[:18]
     window, max_runs = opts[0], opts[4]
@@ -137,12 +135,8 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, cur, row,
     run_flag, m_aux, ht_run, ht_gen = aux
     stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp = S[0], S[1], S[2], S[3], S[4], S[5], S[6]
     n_row, n_stage, n_parent, n_ref, meta = buf
-    ao, na, a_half, stamp, min_wake = cur[AO], cur[NA], cur[HALF], cur[STAMP], cur[MIN_WAKE]
-    row_lo, n_rows = cur[ROW_LO], cur[N_ROWS]
-    dead = cur[DEAD] != 0
     cap = W_state.shape[0] // 2
     zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
-    jc = cur[J] - 1
     npot = 0
     # When every run waits past this event only the start run can act: its children (the
     # latest start) are appended in place; otherwise the next list is built in the other half.
@@ -321,23 +315,17 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, cur, row,
         nb = merge_runs(bo, nb, run_flag, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel, st_merge,
                         n_row, n_stage, n_parent, n_ref, meta, window <= 0, m_aux, ht_run, ht_gen, stamp)
         stamp += 1
-    cur[BO] = bo
-    cur[NB] = nb
-    cur[NPOT] = npot
-    cur[STAMP] = stamp
-    cur[MIN_WAKE] = min_wake
-    cur[FAST] = 1 if fast else 0
-    cur[DEAD] = 1 if dead else 0
-    return nb <= max_runs
+    return bo, nb, npot, fast, dead, stamp, min_wake
 
 
 @njit(cache=True, nogil=True, inline="always")
-def process_matches(opts, mode, W, done, aux, Q, E, buf, cur, g):
+def process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend, g):
     """Phase 3, Flink's ``processMatchesAccordingToSkipStrategy``: this event's completed
     matches join the queue of held matches (ordered by start event); a held match is released
     once no live run of the next list started before it (at once with no skip), and the skip
     strategy then discards the runs and held matches that start before its pruning point (a
-    prefix, again, of the start-ordered lists). Released matches go to ``E``, to be written."""
+    prefix, again, of the start-ordered lists). Released matches go to ``E``, to be written.
+    Returns the new ``bo``, ``nb``, ``nh``, ``npend``."""
     skip_code, skip_stage = opts[1], opts[2]
     dominate = mode[1]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs = W[0], W[1], W[2], W[3], W[4], W[5]
@@ -346,7 +334,6 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, cur, g):
     hq_sts, hq_spos, hq_epos, hq_node = Q
     pend_node, pend_g, pend_flag, pend_tts = E
     n_row, n_stage, n_parent, n_ref, meta = buf
-    bo, nb, npot, nh, npend = cur[BO], cur[NB], cur[NPOT], cur[NH], cur[NPEND]
     strict_prune = skip_code == SKIP_TO_FIRST or skip_code == SKIP_TO_LAST
     if npot > 0 and dominate:
         npot, nb = one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake, W_vs,
@@ -393,10 +380,7 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, cur, g):
             hq_epos[x] = hq_epos[x + head]
             hq_node[x] = hq_node[x + head]
         nh -= head
-    cur[BO] = bo
-    cur[NB] = nb
-    cur[NH] = nh
-    cur[NPEND] = npend
+    return bo, nb, nh, npend
 
 
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
@@ -419,24 +403,28 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     walk = S[7]
     k, row_lo, n_rows, n_events = cur[KEY], cur[ROW_LO], cur[N_ROWS], cur[N_EVENTS]
     cap = W_state.shape[0] // 2
-    # the cursor's hot fields live in locals between phases (the phases keep ``cur`` current)
-    j, na, nh, ao, npend, min_wake = cur[J], cur[NA], cur[NH], cur[AO], cur[NPEND], cur[MIN_WAKE]
+    max_runs = opts[4]
+    # the cursor's fields live in locals (registers) while the key is stepped
+    j, ao, a_half, na, nh, npend, nm, ne = cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE]
+    stamp, min_wake = cur[STAMP], -1  # min_wake unknown: the carried or moved runs are visited first
     dead = cur[DEAD] != 0
+    code_ = DONE
     while True:
         if npend > 0:
             r1, r2 = flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref,
-                                   meta, walk, m_key, m_row, m_flag, m_tts, m_off, cur[NM], e_row, e_stage, cur[NE])
+                                   meta, walk, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
             if r1 < 0:
                 cur[ROOM] = r2
-                cur[J] = j
-                return NEED_OUT
-            cur[NM] = r1
-            cur[NE] = r2
+                code_ = NEED_OUT
+                break
+            nm = r1
+            ne = r2
             npend = 0
-            cur[NPEND] = 0
-        if j >= n_events or stop[0] != 0:
-            cur[J] = j
-            return DONE if j >= n_events else INTERRUPTED
+        if j >= n_events:
+            break
+        if stop[0] != 0:
+            code_ = INTERRUPTED
+            break
         final_tick = j == n_rows  # time advances to ``tick_ts`` with no event
         if final_tick:
             row = -1
@@ -464,8 +452,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         need = (na + 1) * per_run
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + na + need > hq_sts.shape[0]
                 or nh + 2 * na + need > pend_node.shape[0] or need > p_node.shape[0]):
-            cur[J] = j
-            return NEED_ROOM
+            code_ = NEED_ROOM
+            break
         if v_at[0] + need > (v_at[1] + 1) * 2 * cap:
             # the V arena's half is used up: the live runs' V move to the other half's start
             w = (1 - v_at[1]) * 2 * cap
@@ -477,25 +465,35 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
             v_at[1] = 1 - v_at[1]
             v_at[0] = w
         j += 1
-        cur[J] = j
         for phase in range(2):
+            fast = False
             if phase == 0:  # 1. advanceTime (when no run times out nothing changes)
-                if not advance_time(prog, opts, W, done, E, buf, cur, t, g, final_tick):
+                timed_out, bo, nb, npot, npend = advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g,
+                                                              final_tick)
+                if not timed_out:
                     continue
             else:  # 2. computeNextStates
                 if final_tick:
                     break
-                if not compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, cur, row, t, g):
-                    cur[ROOM] = cur[NB]
-                    return OVER_CAPACITY
+                bo, nb, npot, fast, dead, stamp, min_wake = compute_next_states(
+                    prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
+                    n_rows, j - 1, row, t, g)
+                if nb > max_runs:
+                    cur[ROOM] = nb
+                    code_ = OVER_CAPACITY
+                    break
             # 3. processMatchesAccordingToSkipStrategy, after each of them
-            process_matches(opts, mode, W, done, aux, Q, E, buf, cur, g)
-            if phase == 1 and cur[FAST] == 0:  # the next list becomes the current one
-                cur[HALF] = 1 - cur[HALF]
-            cur[AO] = cur[BO]
-            cur[NA] = cur[NB]
-        na, nh, ao, npend, min_wake = cur[NA], cur[NH], cur[AO], cur[NPEND], cur[MIN_WAKE]
-        dead = cur[DEAD] != 0
+            bo, nb, nh, npend = process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend, g)
+            if phase == 1 and not fast:  # the next list becomes the current one
+                a_half = 1 - a_half
+            ao = bo
+            na = nb
+        if code_ == OVER_CAPACITY:
+            break
+    cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE] = j, ao, a_half, na, nh, npend, nm, ne
+    cur[STAMP] = stamp
+    cur[DEAD] = 1 if dead else 0
+    return code_
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -620,7 +618,6 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         cur[N_ROWS] = n_rows
         cur[N_EVENTS] = n_rows + 1 if tick_ts != NO_TICK else n_rows
         while cur[N_EVENTS] > 0:  # (a key without events here keeps its state as it is)
-            cur[MIN_WAKE] = -1  # unknown: the carried or moved runs are visited first
             W = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
             code_ = _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, (n_row, n_stage, n_parent, n_ref,
                              meta), (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage), cur)
