@@ -83,7 +83,7 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
         live_rows = np.unique(row[(stage != JOIN)]) if row.shape[0] else np.zeros(0, np.int64)
         blobs.table("retained", _retained_rows(st.retained, live_rows))
         if st.pending is not None and st.pending.num_rows:
-            blobs.table("pending", _pending_for(st.pending, m.key, st.keys, codes, keys))
+            blobs.table("pending", _pending_for(st.pending, m.key, st.keys, keys))
     header = {
         "format": 2 if st.keys.composite else 1, "fingerprint": m.program.fingerprint,
         "settings": {"key": m.key, "time": m.time, "columns": m.columns, "timeouts": m.timeouts,
@@ -176,16 +176,12 @@ def _retained_rows(blocks: list, rows: np.ndarray) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _pending_for(pending: pa.Table, key: Any, keys: KeyCodes, codes: list[int], wanted) -> pa.Table:
-    if wanted is None or key is None:
+def _pending_for(pending: pa.Table, key: Any, keys: KeyCodes, wanted) -> pa.Table:
+    """The rows waiting for the watermark whose key is in ``wanted`` (fed yet or not)."""
+    if wanted is None or key is None or pending.num_rows == 0:
         return pending
-    if not keys.composite:
-        values = pa.array([keys.values[c] for c in codes], pending.schema.field(key).type)
-        return pending.filter(pc.is_in(pending.column(key), value_set=values))
-    if pending.num_rows == 0:
-        return pending
+    chosen = {keys.as_value(k) for k in wanted}
     local, values = KeyCodes(key).local(pending)
-    chosen = {keys.values[c] for c in codes}
     keep = np.array([v in chosen for v in values], bool)  # per distinct key of the waiting rows
     return pending.filter(pa.array(keep[local]))
 
