@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .errors import SnapshotError
 from .kernels.compact import compact_buffer

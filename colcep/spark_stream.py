@@ -434,8 +434,8 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", 
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        return proj.groupBy(*spec.key_columns).applyInPandasWithState(_StreamFn(spec), T.StructType(out_fields), _state_struct(),
-                                                        "append", GroupStateTimeout.EventTimeTimeout)
+        return proj.groupBy(*spec.key_columns).applyInPandasWithState(
+            _StreamFn(spec), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
 
 
 def state_report(query: "StreamingQuery") -> dict:
