@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from .errors import InputError
 
+
 def key_names(key: Any, time: str | None = None) -> list[str]:
     """The key columns of ``key=`` (None, a name or a sequence of names), checked: names are
     strings, none twice, none the time column ``time``."""
