@@ -221,7 +221,7 @@ class Matcher:
 
     @property
     def keys(self) -> list:
-        """The key values seen so far, in first-seen order."""
+        """The key values seen so far, in first-seen order (tuples for a composite key)."""
         return list(self._state.keys.values)
 
     @property
@@ -231,7 +231,8 @@ class Matcher:
 
     def snapshot(self, keys: Sequence[Any] | None = None) -> bytes:
         """The state as bytes (``colcep.codec``: versioned, checksummed, bound to this pattern's
-        fingerprint), compacted to what is live; ``keys``: only those keys' state."""
+        fingerprint), compacted to what is live; ``keys``: only those keys' state (tuples for a
+        composite key)."""
         self._check_open()
         from .codec import encode
         return encode(self, keys)
