@@ -13,7 +13,12 @@ The state is compacted on the way out: only the buffer nodes that live runs and 
 reach, renumbered, and only the input rows those nodes refer to, so a snapshot's size tracks
 live partial matches, not the stream's length. ``keys=`` exports a subset of the keys.
 
-Optional sections (a reader skips what it does not know; format 1 throughout): ``history.ptr``,
+Format 2 is format 1 with a composite key (``key=["symbol", "venue"]``): the settings' ``key``
+is the list of key columns and the ``keys`` table has one column per key column, under its
+name (format 1: one column ``key``). A Matcher with one key column (or none) still writes
+format 1, byte for byte as before, so older colcep reads it; this version reads both.
+
+Optional sections (a reader skips what it does not know; formats 1 and 2): ``history.ptr``,
 ``history.count``, ``history.ts``, ``history.vals``, the rows per key that ``prev`` /
 ``rolling`` still reach and each key's row count (``colcep.history``), present when the pattern
 reads history; absent, the history is empty.
@@ -29,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .errors import SnapshotError
 from .kernels.compact import compact_buffer
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
     from .program import CompiledPattern
 
 MAGIC = b"COLCEP-SNAPSHOT\n"
-FORMAT = 1
+FORMAT = 2  # the newest format this version reads and writes (2: composite keys)
 _ROW = "__colcep_row"
 
 
@@ -71,20 +75,16 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
         for name, a in (("history.ptr", h.ptr), ("history.count", h.count), ("history.ts", h.ts),
                         ("history.vals", h.vals)):
             blobs.array(name, a)
-    key_type = st.keys.type
-    if key_type is None:  # no row fed yet (event time: all waiting): the bound schema knows it
-        key_type = m._bound.schema.field(m.key).type if m._bound is not None and m.key is not None else pa.null()
-    blobs.table("keys", pa.table({"key": pa.array([st.keys.values[c] for c in codes],
-                                                  key_type if m.key is not None else pa.null())}))
+    blobs.table("keys", _key_table(m, codes))
     blobs.table("strings", pa.table({"s": pa.array(sorted(st.strings, key=st.strings.get), pa.large_string())}))
     if m._bound is not None:
         blobs.raw("schema", m._bound.schema.serialize().to_pybytes())
         live_rows = np.unique(row[(stage != JOIN)]) if row.shape[0] else np.zeros(0, np.int64)
         blobs.table("retained", _retained_rows(st.retained, live_rows))
         if st.pending is not None and st.pending.num_rows:
-            blobs.table("pending", _pending_for(st.pending, m.key, st.keys, codes, keys))
+            blobs.table("pending", _pending_for(st.pending, m.key, st.keys, keys))
     header = {
-        "format": FORMAT, "fingerprint": m.program.fingerprint,
+        "format": 2 if st.keys.composite else 1, "fingerprint": m.program.fingerprint,
         "settings": {"key": m.key, "time": m.time, "columns": m.columns, "timeouts": m.timeouts,
                      "time_unit": m.time_unit, "max_partial_matches": m.max_partial_matches,
                      "max_state_bytes": m.max_state_bytes, "out_of_orderness": _duration_out(m.out_of_orderness)},
@@ -119,9 +119,25 @@ class _Blobs:
         self.raw(name, sink.getvalue().to_pybytes())
 
 
+def _key_table(m: "Matcher", codes: list[int]) -> pa.Table:
+    """The values of keys ``codes``: column ``key`` (format 1), or one column per key column."""
+    keys = m._state.keys
+    if not keys.names:
+        return pa.table({"key": pa.array([keys.values[c] for c in codes], pa.null())})
+    types = list(keys.types)
+    if types[0] is None:  # no row fed yet (event time: all waiting): the bound schema knows them
+        types = [m._bound.schema.field(k).type if m._bound is not None else pa.null() for k in keys.names]
+    values = [keys.values[c] for c in codes]
+    if not keys.composite:
+        return pa.table({"key": pa.array(values, types[0])})
+    cols = list(zip(*values)) if values else [() for _ in keys.names]
+    return pa.table({k: pa.array(list(c), t) for k, c, t in zip(keys.names, cols, types)})
+
+
 def _selected_codes(keys: KeyCodes, wanted: Sequence[Any] | None) -> list[int]:
     if wanted is None:
         return list(range(keys.n))
+    wanted = [keys.as_value(k) for k in wanted]
     return [keys.codes[k] for k in dict.fromkeys(wanted) if k in keys.codes]
 
 
@@ -159,11 +175,14 @@ def _retained_rows(blocks: list, rows: np.ndarray) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _pending_for(pending: pa.Table, key: str | None, keys: KeyCodes, codes: list[int], wanted) -> pa.Table:
-    if wanted is None or key is None:
+def _pending_for(pending: pa.Table, key: Any, keys: KeyCodes, wanted) -> pa.Table:
+    """The rows waiting for the watermark whose key is in ``wanted`` (fed yet or not)."""
+    if wanted is None or key is None or pending.num_rows == 0:
         return pending
-    values = pa.array([keys.values[c] for c in codes], pending.schema.field(key).type)
-    return pending.filter(pc.is_in(pending.column(key), value_set=values))
+    chosen = {keys.as_value(k) for k in wanted}
+    local, values = KeyCodes(key).local(pending)
+    keep = np.array([v in chosen for v in values], bool)  # per distinct key of the waiting rows
+    return pending.filter(pa.array(keep[local]))
 
 
 def _duration_out(d: Any) -> Any:
@@ -199,11 +218,18 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
     if "history.ptr" in header["blobs"]:
         from .history import History
         st.history = History(*(blobs.array(f"history.{n}") for n in ("ptr", "count", "ts", "vals")))
-    keys = blobs.table("keys").column("key").to_pylist()
+    kt = blobs.table("keys")
+    if st.keys.composite:
+        if kt.column_names != st.keys.names:
+            raise SnapshotError(f"the snapshot's key table has columns {kt.column_names}, not its key columns "
+                                f"{st.keys.names}")
+        keys = list(zip(*(kt.column(k).to_pylist() for k in st.keys.names)))
+    else:
+        keys = kt.column("key").to_pylist()
     st.keys.codes = {k: i for i, k in enumerate(keys)}
     st.keys.values = list(keys)
-    if s["key"] is not None and not pa.types.is_null(blobs.table("keys").schema.field("key").type):
-        st.keys.type = blobs.table("keys").schema.field("key").type
+    if st.keys.names and not any(pa.types.is_null(f.type) for f in kt.schema):
+        st.keys.types = list(kt.schema.types)
     st.strings = {v: i for i, v in enumerate(blobs.table("strings").column("s").to_pylist())}
     c = header["counters"]
     st.rows_seen, st.rows_fed, st.matches_out = c["rows_seen"], c["rows_fed"], c["matches_out"]

@@ -1,5 +1,13 @@
-"""Dense codes for the values of a key column, stable across batches."""
+"""Dense codes for the values of the key columns, stable across batches.
+
+``key=`` is a column name, a sequence of names (a composite key: its values are tuples, one
+item per column) or None (one stream). A sequence of one name is that name. Encoding is
+column-at-a-time: each key column is dictionary-encoded and the code arrays are combined
+(and made dense again) with Arrow's hash encoding; Python touches only the distinct keys.
+"""
 from __future__ import annotations
+
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -8,54 +16,136 @@ import pyarrow.compute as pc
 from .errors import InputError
 
 
-class KeyCodes:
-    """Key values to dense integer codes, kept across batches (first-seen order); ``None``
-    as the column name means one stream (every row gets code 0)."""
+def key_names(key: Any, time: str | None = None) -> list[str]:
+    """The key columns of ``key=`` (None, a name or a sequence of names), checked: names are
+    strings, none twice, none the time column ``time``."""
+    if key is None:
+        return []
+    if isinstance(key, str):
+        names = [key]
+    else:
+        try:
+            names = list(key)
+        except TypeError:
+            raise InputError(f"key= takes a column name or a sequence of names, got {type(key).__name__}") from None
+        if not names:
+            raise InputError("key= got an empty sequence of columns; pass key=None for one stream")
+    for n in names:
+        if not isinstance(n, str):
+            raise InputError(f"key= takes column names (strings), got {n!r} in {names}")
+    dup = [n for n in names if names.count(n) > 1]
+    if dup:
+        raise InputError(f"key column {dup[0]!r} appears twice in key={names}")
+    if time is not None and time in names:
+        raise InputError(f"key column {time!r} is also the time column; a key partitions the stream, the time "
+                         "orders it: pick another key column")
+    return names
 
-    def __init__(self, name: str | None):
-        self.name = name
+
+def normalize_key(key: Any, time: str | None = None) -> "str | list[str] | None":
+    """``key=`` as colcep keeps it: None, one name, or a list of two or more names."""
+    names = key_names(key, time)
+    return None if not names else names[0] if len(names) == 1 else names
+
+
+class KeyCodes:
+    """Key values to dense integer codes, kept across batches (first-seen order). ``name``: one
+    column, a list of columns (values are tuples) or None (every row gets code 0)."""
+
+    def __init__(self, name: "str | Sequence[str] | None"):
+        self.names = key_names(name)
+        self.name = None if not self.names else self.names[0] if len(self.names) == 1 else list(self.names)
+        self.composite = len(self.names) > 1
         self.codes: dict = {}
         self.values: list = []
-        self.type: pa.DataType | None = None
-        self._arr: pa.Array | None = None
+        self.types: list[pa.DataType | None] = [None] * len(self.names)
+        self._arrs: list[pa.Array] | None = None
+
+    def copy(self) -> "KeyCodes":
+        k = KeyCodes(self.name)
+        k.codes, k.values, k.types = dict(self.codes), list(self.values), list(self.types)
+        return k
 
     def check_nulls(self, tbl: pa.Table, row0: int = 0) -> None:
-        col = tbl.column(self.name)
-        if col.null_count:
-            row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"key column {self.name!r} has a null at row {row0 + row}")
+        for name in self.names:
+            col = tbl.column(name)
+            if col.null_count:
+                row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                raise InputError(f"key column {name!r} has a null at row {row0 + row}")
+
+    def local(self, tbl: pa.Table) -> tuple[np.ndarray, list]:
+        """The batch's own dense codes (first-seen order) and the key value of each code."""
+        if not self.composite:
+            enc = _encoded(tbl.column(self.names[0]))
+            return enc.indices.to_numpy(zero_copy_only=False), enc.dictionary.to_pylist()
+        codes = None
+        for name in self.names:
+            enc = _encoded(tbl.column(name))
+            idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            if codes is None:
+                codes = idx
+            else:  # pairs (codes so far, this column's code) -> dense codes again, first-seen order
+                both = pc.dictionary_encode(pa.array(codes * len(enc.dictionary) + idx))
+                codes = both.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        # codes are dense in first-seen order: a row holds a new code where it passes all before it
+        new = np.empty(codes.shape[0], bool)
+        new[0] = True
+        new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
+        first = pa.array(np.flatnonzero(new))
+        values = list(zip(*(tbl.column(name).take(first).to_pylist() for name in self.names)))
+        return codes, values
 
     def encode(self, tbl: pa.Table, row0: int = 0) -> np.ndarray:
-        if self.name is None:
+        if not self.names:
             if not self.values:
                 self.codes[None] = 0
                 self.values.append(None)
             return np.zeros(tbl.num_rows, np.int64)
-        col = tbl.column(self.name)
-        if self.type is None:
-            self.type = col.type
+        if self.types[0] is None:
+            self.types = [tbl.schema.field(n).type for n in self.names]
         self.check_nulls(tbl, row0)
         if tbl.num_rows == 0:
             return np.zeros(0, np.int64)
-        enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if not pa.types.is_dictionary(enc.type):
-            enc = pc.dictionary_encode(enc)
-        mapping = np.empty(len(enc.dictionary), np.int64)
-        for i, v in enumerate(enc.dictionary.to_pylist()):
+        local, values = self.local(tbl)
+        mapping = np.empty(len(values), np.int64)
+        for i, v in enumerate(values):
             code = self.codes.get(v)
             if code is None:
                 code = self.codes[v] = len(self.values)
                 self.values.append(v)
-                self._arr = None
+                self._arrs = None
             mapping[i] = code
-        return mapping[enc.indices.to_numpy(zero_copy_only=False)]
+        return mapping[local]
 
     @property
     def n(self) -> int:
         return len(self.values)
 
+    def arrays(self, codes: np.ndarray) -> list[pa.Array]:
+        """The values of keys ``codes``, one array per key column."""
+        if self._arrs is None:
+            cols = list(zip(*self.values)) if self.composite else [self.values]
+            if not cols:
+                cols = [[] for _ in self.names]
+            self._arrs = [pa.array(list(c), t.value_type if pa.types.is_dictionary(t) else t)
+                          for c, t in zip(cols, self.types)]
+        idx = pa.array(codes, pa.int64())
+        return [a.take(idx) for a in self._arrs]
+
     def take(self, codes: np.ndarray) -> pa.Array:
-        if self._arr is None:
-            t = self.type.value_type if pa.types.is_dictionary(self.type) else self.type
-            self._arr = pa.array(self.values, t)
-        return self._arr.take(pa.array(codes, pa.int64()))
+        """The values of keys ``codes`` (one key column)."""
+        return self.arrays(codes)[0]
+
+    def as_value(self, k: Any) -> Any:
+        """A key value as given by a caller (``keys=``): a tuple for a composite key."""
+        if not self.composite:
+            return k
+        if not isinstance(k, (tuple, list)) or len(k) != len(self.names):
+            raise InputError(f"the key is composite ({', '.join(self.names)}): give each key as a tuple of "
+                             f"{len(self.names)} values, got {k!r}")
+        return tuple(k)
+
+
+def _encoded(col: "pa.ChunkedArray | pa.Array") -> pa.DictionaryArray:
+    enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return enc if pa.types.is_dictionary(enc.type) else pc.dictionary_encode(enc)

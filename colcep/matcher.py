@@ -31,6 +31,7 @@ from .kernels import arrays as karr
 from .kernels import buffer as kbuf
 from .kernels import nfa as knfa
 from .kernels.codes import NO_TICK, TIME_MAX
+from .keys import key_names, normalize_key
 from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
@@ -84,7 +85,9 @@ class Matcher:
     Parameters
     ----------
     pattern: the Pattern to match, or a CompiledPattern (``colcep.compile``) shared by many Matchers.
-    key: column partitioning the stream (Flink's ``keyBy``); None for one stream.
+    key: column partitioning the stream (Flink's ``keyBy``), or a sequence of columns (a
+        composite key: one partition per combination of values, e.g. ``["symbol", "venue"]``);
+        None for one stream. Key columns come first in the output, under their own names.
     time: the event-time column: integer or Arrow timestamp.
     columns: input columns copied into the output (None: all; []: none, compact output).
     timeouts: also emit timed-out partial matches (flagged ``timed_out``).
@@ -107,7 +110,7 @@ class Matcher:
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
     """
 
-    def __init__(self, pattern: "Pattern | CompiledPattern", key: str | None = None, time: str = "ts",
+    def __init__(self, pattern: "Pattern | CompiledPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                  columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None):
@@ -119,7 +122,8 @@ class Matcher:
             check_duration(out_of_orderness, "out_of_orderness", signed=True, error=InputError)
         self.program: CompiledPattern = compile_program(pattern)
         self._hist_plan = hist.plan(self.program.lowered.hist_exprs)  # prev / rolling columns, or None
-        self.key = key
+        self.key = normalize_key(key, time)  # None, a name, or a list of two or more names
+        self.key_columns: list[str] = key_names(self.key)
         self.time = time
         self.columns = None if columns is None else list(columns)
         self.timeouts = bool(timeouts)
@@ -217,7 +221,7 @@ class Matcher:
 
     @property
     def keys(self) -> list:
-        """The key values seen so far, in first-seen order."""
+        """The key values seen so far, in first-seen order (tuples for a composite key)."""
         return list(self._state.keys.values)
 
     @property
@@ -227,7 +231,8 @@ class Matcher:
 
     def snapshot(self, keys: Sequence[Any] | None = None) -> bytes:
         """The state as bytes (``colcep.codec``: versioned, checksummed, bound to this pattern's
-        fingerprint), compacted to what is live; ``keys``: only those keys' state."""
+        fingerprint), compacted to what is live; ``keys``: only those keys' state (tuples for a
+        composite key)."""
         self._check_open()
         from .codec import encode
         return encode(self, keys)
@@ -295,8 +300,9 @@ class Matcher:
     def _bind(self, schema: pa.Schema) -> "_Binding":
         """Check columns and types against the first batch's schema."""
         names = schema.names
-        if self.key is not None and self.key not in names:
-            raise InputError(f"key column {self.key!r} is missing; the input has {names}")
+        for k in self.key_columns:
+            if k not in names:
+                raise InputError(f"key column {k!r} is missing; the input has {names}")
         if self.time not in names:
             raise InputError(f"time column {self.time!r} is missing; the input has {names}")
         tt = schema.field(self.time).type
@@ -305,10 +311,10 @@ class Matcher:
         if pa.types.is_unsigned_integer(tt) and tt.bit_width == 64:
             raise InputError(f"time column {self.time!r} is uint64; cast it to int64 (times past 2^63 cannot be "
                              "represented)")
-        if self.key is not None:
-            kt = schema.field(self.key).type
+        for k in self.key_columns:
+            kt = schema.field(k).type
             if _column_kind(kt) not in (cond.STR, cond.NUM, cond.BOOL) or pa.types.is_floating(kt):
-                raise InputError(f"key column {self.key!r} must be a string, integer or boolean column, not {kt}")
+                raise InputError(f"key column {k!r} must be a string, integer or boolean column, not {kt}")
         if self.columns is not None:
             missing = [c for c in self.columns if c not in names]
             if missing:
@@ -547,8 +553,8 @@ class Matcher:
         """The schema of the tables ``process`` returns, given the input schema."""
         schema = schema or (self._bound.schema if self._bound is not None else None)
         fields = [pa.field("match_id", pa.int64(), False)]
-        if self.key is not None and schema is not None:
-            fields.append(pa.field(self.key, schema.field(self.key).type))
+        if schema is not None:
+            fields += [pa.field(k, schema.field(k).type) for k in self.key_columns]
         fields += [pa.field("stage", pa.string(), False), pa.field("row", pa.int64(), False)]
         if self.timeouts:
             fields += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
@@ -559,8 +565,8 @@ class Matcher:
 
     def _output_columns(self, schema: pa.Schema) -> list[str]:
         if self.columns is None:
-            return [c for c in schema.names if c != self.key and c != ARRIVAL]
-        return [c for c in self.columns if c != self.key]
+            return [c for c in schema.names if c not in self.key_columns and c != ARRIVAL]
+        return [c for c in self.columns if c not in self.key_columns]
 
     def _output(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0) -> pa.Table:
         """The matches as a table, in emission order: by emitting row (in ``[lo, hi)``, or at
@@ -572,9 +578,11 @@ class Matcher:
         st.matches_out += nm
         schema = self.output_schema()
         cols: dict[str, pa.Array] = {"match_id": pa.array(ids, pa.int64())}
-        if self.key is not None:
-            key_type = schema.field(self.key).type
-            cols[self.key] = st.keys.take(keys).cast(key_type) if len(keys) else pa.array([], key_type)
+        if self.key_columns:
+            values = st.keys.arrays(keys) if len(keys) else None
+            for i, k in enumerate(self.key_columns):
+                key_type = schema.field(k).type
+                cols[k] = values[i].cast(key_type) if values is not None else pa.array([], key_type)
         cols["stage"] = pa.array(self.program.stage_names, pa.string()).take(stages)
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:
@@ -661,7 +669,7 @@ def _reserved_names(timeouts: bool) -> tuple[str, ...]:
     return RESERVED if timeouts else RESERVED[:3]
 
 
-def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",
+def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None, time: str = "ts",
           columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
           max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           max_state_bytes: int = DEFAULT_MAX_STATE_BYTES) -> pa.Table:
@@ -682,7 +690,7 @@ def match(data: Any, pattern: Pattern, key: str | None = None, time: str = "ts",
     return pa.concat_tables(parts)
 
 
-def _is_sorted(tbl: pa.Table, time: str, key: str | None) -> bool:
+def _is_sorted(tbl: pa.Table, time: str, key: Any) -> bool:
     col = tbl.column(time)
     if col.null_count or tbl.num_rows < 2:
         return True  # nulls are reported by the Matcher

@@ -25,9 +25,11 @@ query and predicates joined by ``and``:
 
 - ``strict_contiguity``: matched events are adjacent in the stream (``next``, ``consecutive()``
   loops, ``not_next``);
-- ``partition_contiguity``: adjacent within their partition, the ``[attr]`` equivalence
-  attribute: matched per key ``attr`` with strict contiguity (the one case colcep runs today;
-  another partition than the match key raises a PatternError);
+- ``partition_contiguity``: adjacent within their partition (SASE+ §2: the partition is the
+  ``[attr]`` equivalence test): matched per key ``[key..., attr...]`` with strict contiguity,
+  i.e. per (match key, ``attr``) sub-stream, the match's events adjacent in that sub-stream and
+  events of other partitions in between ignored. Without ``[attr]`` the partition is ``key=``;
+  with neither it raises a SaseError;
 - ``skip_till_next_match`` (default): irrelevant events are skipped (``followed_by``, relaxed
   loops, ``not_followed_by``);
 - ``skip_till_any_match``: every combination of relevant events (``followed_by_any``,
@@ -51,7 +53,9 @@ the second and later events (there is no ``v[0]``); any other holds for every ev
 
 ``[attr]`` becomes the match key when the caller gives no other (matching per key is the same
 as the equality test under both skip strategies); under ``strict_contiguity``, or when another
-key is given, it becomes equality conditions on ``attr`` instead. ``WITHIN 12 hours`` (seconds,
+key is given, it becomes equality conditions on ``attr`` instead; under
+``partition_contiguity`` it joins the match key (above). ``key=`` is a column or a sequence of
+columns (a composite key, as for :func:`colcep.match`). ``WITHIN 12 hours`` (seconds,
 minutes, hours, days, ms; or a bare integer in the time column's unit) is the window.
 """
 from __future__ import annotations
@@ -59,11 +63,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Sequence
 
 from .errors import PatternError
 from .expr import Expr, col, count, first, last, lit
 from .expr import _agg as _make_agg
+from .keys import key_names, normalize_key
 from .pattern import Pattern
 from .skip import AfterMatchSkipStrategy
 
@@ -157,7 +162,7 @@ class SaseQuery:
     """A compiled SASE+ query: the Pattern and how to run it."""
 
     pattern: Pattern
-    key: str | None
+    key: "str | list[str] | None"  # a list: a composite key
     strategy: str
     text: str
 
@@ -242,16 +247,18 @@ def _pretty(t: str) -> str:
 
 
 # ============================================================================ compiling
-def sase(text: str, type_column: str | None = None, key: str | None = None,
+def sase(text: str, type_column: str | None = None, key: "str | Sequence[str] | None" = None,
          skip: AfterMatchSkipStrategy | None = None) -> SaseQuery:
     """Compile a SASE+ query to a Pattern (see the module docstring for the language).
 
     ``type_column``: the column holding event types (``Shelf``, ``Exit``...); ``key``: match per
-    this column (default: the ``[attr]`` equivalence attribute, if any); ``skip``: an
-    after-match skip strategy (SASE+ has none in its syntax; default: every match).
+    this column or these columns (default: the ``[attr]`` equivalence attribute, if any;
+    ``partition_contiguity`` adds its ``[attr]`` to the key); ``skip``: an after-match skip
+    strategy (SASE+ has none in its syntax; default: every match).
     """
     if not isinstance(text, str):
         raise TypeError(f"sase() takes the query text, got {type(text).__name__}")
+    keys = key_names(key)
     tree, Token, Tree = _parse(text)
     seq = tree.children[0]
     where = within = None
@@ -310,20 +317,18 @@ def sase(text: str, type_column: str | None = None, key: str | None = None,
     equiv = list(dict.fromkeys(equiv))
     eq_conditions: list[str] = []
     if strategy == "partition_contiguity":
-        part = key if key is not None else (equiv[0] if len(equiv) == 1 else None)
-        if part is None or (equiv and equiv != [part]) or (key is not None and equiv and key not in equiv):
-            raise SaseError(
-                "partition_contiguity is supported only when the partition is the match key: give one equivalence "
-                "test [attr] (and no other key=), or key=attr; partition contiguity over another attribute than "
-                "the match key is not supported yet")
-        key = part
-        eq_conditions = [a for a in equiv if a != key]
+        # the partitions are the [attr] classes within each key: strict per (key..., attr...)
+        if not equiv and not keys:
+            raise SaseError("partition_contiguity needs a partition: an equivalence test [attr] in WHERE (or "
+                            "key=attr); without one, use strict_contiguity")
+        keys = keys + [a for a in equiv if a not in keys]
     elif strategy == "strict_contiguity":
         eq_conditions = equiv           # strict over the whole stream: not per key
     else:
-        if key is None and equiv:
-            key = equiv[0]
-        eq_conditions = [a for a in equiv if a != key]
+        if not keys and equiv:
+            keys = [equiv[0]]
+        eq_conditions = [a for a in equiv if a not in keys]
+    key = normalize_key(keys or None)
 
     # -- per-variable conditions
     cx = _Compiler(vars_, order, text)
@@ -371,7 +376,8 @@ def sase(text: str, type_column: str | None = None, key: str | None = None,
     return SaseQuery(p, key, strategy, text)
 
 
-def sase_match(data: Any, text: str, time: str, type_column: str | None = None, key: str | None = None,
+def sase_match(data: Any, text: str, time: str, type_column: str | None = None,
+               key: "str | Sequence[str] | None" = None,
                skip: AfterMatchSkipStrategy | None = None, **kwargs: Any):
     """Compile a SASE+ query and run it over ``data`` (``colcep.match``'s inputs and keyword
     arguments, e.g. ``columns=``): one row per matched event, stages named by the variables."""

@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 from .cache import compile_lock, kernel_compiles
 from .errors import InputError
 from .expr import Expr
+from .keys import key_names, normalize_key
 from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from .pattern import Pattern
 from .program import CompiledPattern
@@ -71,7 +72,7 @@ class _Spec:
     """Everything a task needs, shipped to the executors as plain data."""
 
     pattern: Pattern
-    key: str | None
+    key: "str | list[str] | None"
     time: str
     row: str  # the column holding the row identity
     columns: tuple[str, ...]  # user output columns, key excluded
@@ -91,9 +92,14 @@ class _Spec:
             object.__setattr__(self, "_program", prog)
         return prog
 
+    @property
+    def key_columns(self) -> list[str]:
+        return key_names(self.key)
+
     def matcher(self) -> Matcher:
         cols = list(dict.fromkeys(self.columns + (self.row,)))
-        return Matcher(self.program, key=self.key, time=self.time, columns=[c for c in cols if c != self.key],
+        return Matcher(self.program, key=self.key, time=self.time,
+                       columns=[c for c in cols if c not in self.key_columns],
                        timeouts=self.timeouts, time_unit=self.time_unit,
                        max_partial_matches=self.max_partial_matches)
 
@@ -112,7 +118,7 @@ class KeyedStream:
         self._base = int(id_base)  # first id of the current Matcher
         self._hi = 0  # ids the current Matcher has used
         self._m: Matcher | None = None
-        self._open: pa.Scalar | None = None  # the key the current Matcher may still receive
+        self._open: list[pa.Scalar] | None = None  # the key the current Matcher may still receive
         self.rows = 0
         self.matches = 0
 
@@ -128,14 +134,17 @@ class KeyedStream:
                 self._m = self.spec.matcher()
             self._emit(out, self._m.process(batch))
             return out
-        keys = batch.column(self.spec.key)
+        keys = [batch.column(k) for k in self.spec.key_columns]
         start = 0
         if self._m is not None:
-            same = pc.equal(keys, self._open)
+            same = pc.equal(keys[0], self._open[0])
+            for a, v in zip(keys[1:], self._open[1:]):
+                same = pc.and_(same, pc.equal(a, v))
             k = int(pc.sum(same).as_py() or 0)
             if k and not pc.all(same.slice(0, k)).as_py():
+                shown = [v.as_py() for v in self._open]
                 raise InputError(f"the input is not grouped by the key column {self.spec.key!r}: key "
-                                 f"{self._open.as_py()!r} appears again after other keys")
+                                 f"{shown[0] if len(shown) == 1 else tuple(shown)!r} appears again after other keys")
             if k:
                 self._emit(out, self._m.process(batch.slice(0, k)))
             if k == n:
@@ -144,7 +153,7 @@ class KeyedStream:
             start = k
         self._m = self.spec.matcher()
         self._emit(out, self._m.process(batch.slice(start)))
-        self._open = keys[n - 1]
+        self._open = [a[n - 1] for a in keys]
         return out
 
     def finish(self) -> list[pa.Table]:
@@ -167,8 +176,7 @@ class KeyedStream:
         local = tbl.column("match_id")
         self._hi = max(self._hi, int(pc.max(local).as_py()) + 1)
         cols = [pc.add(local, pa.scalar(self._base, pa.int64()))]
-        if spec.key is not None:
-            cols.append(tbl.column(spec.key))
+        cols += [tbl.column(k) for k in spec.key_columns]
         cols += [tbl.column("stage"), tbl.column(spec.row).cast(pa.int64())]
         if spec.timeouts:
             cols += [tbl.column("timed_out"), tbl.column("timeout_ts")]
@@ -179,19 +187,20 @@ class KeyedStream:
         out.append(res)
 
 
-def arrow_spec(schema: pa.Schema, pattern: Pattern, key: str | None, time: str = "ts",
+def arrow_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
                columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES) -> _Spec:
     """The task spec for input with Arrow ``schema`` (validated; without ``seq`` the rows
     must carry a generated ``__colcep_row`` column). Used without Spark by the CLI's
     in-process scan and by tests: ``KeyedStream(arrow_spec(...))``."""
+    key = normalize_key(key, time)
     fields = {f.name: f.type for f in schema}
     out_cols = _check_columns(fields, _arrow_kind, pattern, key, time, seq, columns)
-    need = [c for c in dict.fromkeys([key, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    need = [c for c in dict.fromkeys([*key_names(key), time, seq, *_pattern_columns(pattern), *out_cols])
+            if c is not None]
     in_fields = [schema.field(c) for c in need] + ([pa.field(ROW_COL, pa.int64())] if seq is None else [])
     out = [pa.field("match_id", pa.int64(), False)]
-    if key is not None:
-        out.append(schema.field(key))
+    out += [schema.field(k) for k in key_names(key)]
     out += [pa.field("stage", pa.string(), False), pa.field("row", pa.int64(), False)]
     if timeouts:
         out += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
@@ -244,7 +253,7 @@ def _warm_table(spec: _Spec) -> pa.Table:
     cols = []
     for f in spec.in_schema:
         t = f.type
-        if f.name == spec.key:
+        if f.name in spec.key_columns:
             if pa.types.is_boolean(t):
                 arr = pa.array(idx % 2 == 1)
             elif pa.types.is_integer(t):
@@ -380,12 +389,13 @@ def _pattern_columns(pattern: Pattern) -> dict[str, list[str]]:
     return out
 
 
-def _check_columns(fields: dict[str, Any], kind_of, pattern: Pattern, key: str | None, time_col: str,
+def _check_columns(fields: dict[str, Any], kind_of, pattern: Pattern, key: Any, time_col: str,
                    seq: str | None, columns: Sequence[str] | None) -> list[str]:
     """Validate names and types (``kind_of(type) -> 'int' | 'time' | 'num' | 'str' | 'bool' |
-    'other'``); returns the user's output columns (key excluded)."""
+    'other'``); returns the user's output columns (key columns excluded)."""
     names = list(fields)
-    for role, c in (("key", key), ("time", time_col), ("seq", seq)):
+    keys = key_names(key, time_col)
+    for role, c in [("key", k) for k in keys] + [("time", time_col), ("seq", seq)]:
         if c is not None and c not in fields:
             raise InputError(f"{role} column {c!r} is missing; the input has {names}")
     if ROW_COL in fields:
@@ -393,8 +403,9 @@ def _check_columns(fields: dict[str, Any], kind_of, pattern: Pattern, key: str |
     if kind_of(fields[time_col]) not in ("int", "time"):
         raise InputError(f"time column {time_col!r} must be an integer or timestamp column, not "
                          f"{fields[time_col]}")
-    if key is not None and kind_of(fields[key]) not in ("int", "str", "bool"):
-        raise InputError(f"key column {key!r} must be a string, integer or boolean column, not {fields[key]}")
+    for k in keys:
+        if kind_of(fields[k]) not in ("int", "str", "bool"):
+            raise InputError(f"key column {k!r} must be a string, integer or boolean column, not {fields[k]}")
     if seq is not None and kind_of(fields[seq]) != "int":
         raise InputError(f"seq column {seq!r} (the tie-breaker and row identity) must be an integer column, "
                          f"not {fields[seq]}")
@@ -405,16 +416,16 @@ def _check_columns(fields: dict[str, Any], kind_of, pattern: Pattern, key: str |
             raise InputError(f"stage {stages[0]!r}: column {c!r} has type {fields[c]}, which conditions cannot "
                              "read (use numbers, strings, booleans or timestamps)")
     if columns is None:
-        out = [c for c in names if c != key]
+        out = [c for c in names if c not in keys]
     else:
         out = list(dict.fromkeys(columns))
         missing = [c for c in out if c not in fields]
         if missing:
             raise InputError(f"output columns {missing} are missing; the input has {names}")
-        out = [c for c in out if c != key]
-    clash = [c for c in out if c in _RESERVED]
-    if clash or (key in _RESERVED):
-        raise InputError(f"column {(clash or [key])[0]!r} clashes with an output column of colcep "
+        out = [c for c in out if c not in keys]
+    clash = [c for c in keys + out if c in _RESERVED]
+    if clash:
+        raise InputError(f"column {clash[0]!r} clashes with an output column of colcep "
                          f"({', '.join(_RESERVED)}); rename it or leave it out of columns")
     return out
 
@@ -460,11 +471,10 @@ def _to_arrow(spark: "SparkSession", schema: "StructType") -> pa.Schema:
         raise InputError(f"these columns cannot be sent to Python as Arrow: {exc}") from exc
 
 
-def _out_fields(key_field, timeouts: bool, col_fields: list) -> list:
+def _out_fields(key_fields: list, timeouts: bool, col_fields: list) -> list:
     T = _spark_types()
     fields = [T.StructField("match_id", T.LongType(), False)]
-    if key_field is not None:
-        fields.append(T.StructField(key_field.name, key_field.dataType, True))
+    fields += [T.StructField(f.name, f.dataType, True) for f in key_fields]
     fields += [T.StructField("stage", T.StringType(), False), T.StructField("row", T.LongType(), False)]
     if timeouts:
         fields += [T.StructField("timed_out", T.BooleanType(), False), T.StructField("timeout_ts", T.LongType(), True)]
@@ -480,18 +490,17 @@ def _validate_pattern(spec: _Spec) -> None:
         m.close()
 
 
-def output_schema(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
+def output_schema(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
                   columns: Sequence[str] | None = None, *, timeouts: bool = False) -> "StructType":
     """The Spark schema :func:`match` returns for ``df``."""
     T = _spark_types()
     fields = {f.name: f for f in df.schema.fields}
     out_cols = _check_columns({k: f.dataType for k, f in fields.items()}, _spark_kind, pattern, key, time, None,
                               columns)
-    return T.StructType(_out_fields(fields[key] if key is not None else None, timeouts,
-                                    [fields[c] for c in out_cols]))
+    return T.StructType(_out_fields([fields[k] for k in key_names(key)], timeouts, [fields[c] for c in out_cols]))
 
 
-def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
+def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
           columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
           time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           num_partitions: int | None = None, check_nulls: bool = True,
@@ -503,7 +512,8 @@ def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
     ----------
     df: the input; only the key, time, seq, condition and output columns are shuffled.
     pattern: a colcep Pattern.
-    key: the partition column (Flink's ``keyBy``); None matches one stream in one task.
+    key: the partition column (Flink's ``keyBy``), or a sequence of columns (a composite key);
+        None matches one stream in one task.
     time: integer or timestamp event-time column.
     columns: input columns copied into the output (None: all; []: none).
     seq: an integer column that orders rows with equal time (unique per key, e.g. an arrival
@@ -527,11 +537,13 @@ def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
     spark = df.sparkSession
     T = _spark_types()
     fields = {f.name: f for f in df.schema.fields}
+    key = normalize_key(key, time)
+    keys = key_names(key)
     out_cols = _check_columns({k: f.dataType for k, f in fields.items()}, _spark_kind, pattern, key, time, seq,
                               columns)
-    need = [c for c in dict.fromkeys([key, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    need = [c for c in dict.fromkeys([*keys, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
     if check_nulls:
-        _check_nulls(df, {c: role for role, c in (("key", key), ("time", time), ("seq", seq))
+        _check_nulls(df, {c: role for role, c in [("key", k) for k in keys] + [("time", time), ("seq", seq)]
                           if c is not None and fields[c].nullable})
     proj = df.select(*need)
     row = seq
@@ -539,8 +551,7 @@ def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
         row = ROW_COL
         proj = proj.withColumn(ROW_COL, F.monotonically_increasing_id())
     in_schema = _to_arrow(spark, proj.schema)
-    out_struct = T.StructType(_out_fields(fields[key] if key is not None else None, timeouts,
-                                          [fields[c] for c in out_cols]))
+    out_struct = T.StructType(_out_fields([fields[k] for k in keys], timeouts, [fields[c] for c in out_cols]))
     spec = _Spec(pattern, key, time, row, tuple(out_cols), bool(timeouts), time_unit, int(max_partial_matches),
                  in_schema, _to_arrow(spark, out_struct))
     _validate_pattern(spec)
@@ -550,7 +561,7 @@ def match(df: "DataFrame", pattern: Pattern, key: str | None, time: str = "ts",
         n = int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))
         if n < 1:
             raise InputError(f"num_partitions must be positive, got {n}")
-        parts = proj.repartition(n, key).sortWithinPartitions(key, time, row)
+        parts = proj.repartition(n, *keys).sortWithinPartitions(*keys, time, row)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
         return parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
@@ -784,6 +795,9 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
 
     if not isinstance(pattern, Pattern):
         raise InputError(f"match_parquet() needs a colcep Pattern, got {type(pattern).__name__}")
+    if len(key_names(key, time)) > 1:
+        raise InputError(f"match_parquet() takes one key column, got key={list(key)}; use colcep.spark.match() "
+                         "(the shuffle path) for a composite key")
     spark = spark or local_session()
     fs, base = _filesystem(path)
     try:
@@ -804,7 +818,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
     read_cols = tuple(c for c in need if c not in part_names)
     in_struct = from_arrow_schema(pa.schema([schema.field(c) for c in need]), prefer_timestamp_ntz=False)
     sf = {f.name: f for f in in_struct.fields}
-    out_struct = T.StructType(_out_fields(sf[key] if key is not None else None, timeouts,
+    out_struct = T.StructType(_out_fields([sf[key]] if key is not None else [], timeouts,
                                           [sf[c] for c in spec.columns]))
     spec = replace(spec, out_schema=_to_arrow(spark, out_struct))
     plan = _ParquetPlan(spec, tuple(groups), fs, file_schema, read_cols,

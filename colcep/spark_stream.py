@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import CapacityError, InputError
+from .keys import key_names, normalize_key
 from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from .pattern import Pattern
 from .program import CompiledPattern
@@ -73,7 +74,7 @@ class StreamSpec:
     """What each key's step needs, shipped to the executors as plain data."""
 
     pattern: Pattern
-    key: str
+    key: "str | list[str]"
     time: str                    # int64 microseconds in ``in_schema``
     seq: str | None
     columns: tuple[str, ...]     # user output columns, key excluded
@@ -99,9 +100,13 @@ class StreamSpec:
     def time_unit(self) -> str:
         return "us"
 
+    @property
+    def key_columns(self) -> list[str]:
+        return key_names(self.key)
+
     def matcher(self) -> Matcher:
         return Matcher(self.program, key=self.key, time=self.time,
-                       columns=[c for c in self.in_schema.names if c != self.key], timeouts=self.timeouts,
+                       columns=[c for c in self.in_schema.names if c not in self.key_columns], timeouts=self.timeouts,
                        time_unit="us", max_partial_matches=self.max_partial_matches,
                        max_state_bytes=self.max_state_bytes, out_of_orderness="watermarks")
 
@@ -125,7 +130,7 @@ class KeyState:
         return len(self.snapshot or b"") + len(self.pending or b"")
 
 
-def stream_spec(schema: pa.Schema, pattern: Pattern, key: str, time: str = "ts",
+def stream_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str]", time: str = "ts",
                 columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None) -> StreamSpec:
@@ -135,18 +140,20 @@ def stream_spec(schema: pa.Schema, pattern: Pattern, key: str, time: str = "ts",
 
     if key is None:
         raise InputError("match_stream needs a key column (key=...): Spark keeps the state per key")
+    key = normalize_key(key, time)
+    keys = key_names(key)
     fields = {f.name: f.type for f in schema}
     out_cols = _check_columns(fields, _arrow_kind, pattern, key, time, seq, columns)
-    clash = [c for c in [key, *out_cols] if c in _RESERVED]
+    clash = [c for c in [*keys, *out_cols] if c in _RESERVED]
     if clash:
         raise InputError(f"column {clash[0]!r} clashes with an output column of match_stream "
                          f"({', '.join(_RESERVED)}); rename it or leave it out of columns")
     from .spark import _pattern_columns
 
-    need = [c for c in dict.fromkeys([key, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    need = [c for c in dict.fromkeys([*keys, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
     in_schema = pa.schema([schema.field(c) for c in need])
     tt = out_time_type or pa.timestamp("us", tz="UTC")
-    out = [pa.field("match_id", pa.int64()), schema.field(key), pa.field("stage", pa.string()),
+    out = [pa.field("match_id", pa.int64()), *(schema.field(k) for k in keys), pa.field("stage", pa.string()),
            pa.field("row", pa.int64())]
     if timeouts:
         out += [pa.field("timed_out", pa.bool_()), pa.field("timeout_ts", tt)]
@@ -217,7 +224,7 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
         if deadline is not None:
             wake = deadline if wake is None else min(wake, deadline)
     if new.nbytes > spec.max_state_bytes:
-        key = m.keys[0] if m is not None and m.keys else waiting.column(spec.key)[0].as_py()
+        key = m.keys[0] if m is not None and m.keys else _first_key(spec, waiting)
         raise CapacityError(
             f"key {key!r}: its state is {new.nbytes:,} bytes "
             f"({0 if m is None else m.live_partial_matches:,} live partial matches, "
@@ -225,6 +232,11 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
             f"max_state_bytes={spec.max_state_bytes:,}; tighten the pattern (within(), a more selective condition, "
             "a skip strategy), lower the watermark delay, or raise the bound")
     return table, new, wake
+
+
+def _first_key(spec: StreamSpec, rows: pa.Table) -> Any:
+    vals = tuple(rows.column(k)[0].as_py() for k in spec.key_columns)
+    return vals[0] if len(vals) == 1 else vals
 
 
 def _write_rows(t: pa.Table) -> bytes:
@@ -241,10 +253,10 @@ def _read_rows(b: bytes) -> pa.Table:
 def _restore(spec: StreamSpec, snapshot: bytes) -> Matcher:
     m = Matcher.restore(spec.program, snapshot)
     keys = m._state.keys
-    if keys.type is not None and pa.types.is_null(keys.type):
+    if keys.types[0] is not None and pa.types.is_null(keys.types[0]):
         # a snapshot taken while all the key's rows still waited for the watermark records the
         # key type as null (no key value fed yet); the key's own type is known here
-        keys.type = spec.in_schema.field(spec.key).type
+        keys.types = [spec.in_schema.field(k).type for k in spec.key_columns]
     return m
 
 
@@ -252,7 +264,7 @@ def _in_order(spec: StreamSpec, rows: pa.Table) -> pa.Table:
     """The micro-batch's rows in a deterministic order: by time, then ``seq`` (else every
     column), so that replays and the batch path (which sorts by time and seq) agree."""
     cols = [spec.time] + ([spec.seq] if spec.seq is not None else
-                          [c for c in rows.column_names if c not in (spec.time, spec.key)])
+                          [c for c in rows.column_names if c != spec.time and c not in spec.key_columns])
     return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in cols]))
 
 
@@ -265,8 +277,8 @@ def _to_out_time(spec: StreamSpec, a: Any, field: pa.Field) -> pa.Array:
 def _matches_out(spec: StreamSpec, t: pa.Table, state: KeyState) -> pa.Table:
     schema = spec.out_schema
     n = t.num_rows
-    cols = [pc.add(t.column("match_id"), pa.scalar(state.id_base, pa.int64())), t.column(spec.key),
-            t.column("stage"),
+    cols = [pc.add(t.column("match_id"), pa.scalar(state.id_base, pa.int64())),
+            *(t.column(k) for k in spec.key_columns), t.column("stage"),
             t.column(spec.seq).cast(pa.int64()) if spec.seq is not None else
             pc.add(t.column("row"), pa.scalar(state.row_base, pa.int64()))]
     if spec.timeouts:
@@ -282,8 +294,8 @@ def _late_out(spec: StreamSpec, t: pa.Table) -> pa.Table:
     n = t.num_rows
     cols = []
     for f in schema:
-        if f.name == spec.key:
-            cols.append(t.column(spec.key))
+        if f.name in spec.key_columns:
+            cols.append(t.column(f.name))
         elif f.name == "row":
             cols.append(t.column(spec.seq).cast(pa.int64()) if spec.seq is not None else pa.nulls(n, pa.int64()))
         elif f.name == LATE:
@@ -345,7 +357,7 @@ def _state_struct():
                          T.StructField("row_base", T.LongType(), False)])
 
 
-def match_stream(df: "DataFrame", pattern: Pattern, key: str, time: str = "ts",
+def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", time: str = "ts",
                  columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_KEY_STATE_BYTES) -> "DataFrame":
@@ -357,7 +369,8 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: str, time: str = "ts",
     df: a streaming DataFrame with a watermark on ``time`` (``df.withWatermark(time, "5 seconds")``):
         Spark's watermark is colcep's; rows behind it come out with ``late = true``.
     pattern: a colcep Pattern; ``within`` windows are event time.
-    key: the key column; each key's partial matches live in Spark's state store.
+    key: the key column, or a sequence of columns (a composite key); each key's partial matches
+        live in Spark's state store.
     time: the event-time column, a timestamp (conditions that read it see microseconds).
     columns: input columns copied into the output (None: all; []: none).
     seq: an integer column that orders rows with equal time within a micro-batch (e.g. an
@@ -409,7 +422,7 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: str, time: str = "ts",
                         F.lit(_WM_FAR).cast("timestamp").alias(_WM_COL, metadata={_DELAY_KEY: int(delay)}))
     in_struct = {f.name: f for f in plain.schema.fields}
     out_fields = [T.StructField("match_id", T.LongType(), True),
-                  T.StructField(key, in_struct[key].dataType, True),
+                  *(T.StructField(k, in_struct[k].dataType, True) for k in spec.key_columns),
                   T.StructField("stage", T.StringType(), True), T.StructField("row", T.LongType(), True)]
     if timeouts:
         out_fields += [T.StructField("timed_out", T.BooleanType(), True),
@@ -421,8 +434,8 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: str, time: str = "ts",
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        return proj.groupBy(key).applyInPandasWithState(_StreamFn(spec), T.StructType(out_fields), _state_struct(),
-                                                        "append", GroupStateTimeout.EventTimeTimeout)
+        return proj.groupBy(*spec.key_columns).applyInPandasWithState(
+            _StreamFn(spec), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
 
 
 def state_report(query: "StreamingQuery") -> dict:

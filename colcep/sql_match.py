@@ -17,7 +17,7 @@ located with sqlglot's tokenizer). Semantics are Flink SQL's, whose MATCH_RECOGN
 compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified variables are
 ``consecutive()`` loops, greedy by default (``greedy()``) and reluctant with a trailing ``?``.
 
-- ``PARTITION BY`` columns: the match key (several columns are combined into one key); the
+- ``PARTITION BY`` columns: the match key (several columns: a composite key, ``key=[...]``); the
   output starts with them. ``ORDER BY``: the time column first (ascending; an integer column
   in ``time_unit`` or an Arrow timestamp), then tie breakers.
 - ``PATTERN``: variables with ``* + ? {n} {n,} {n,m} {,m}``, each greedy or reluctant (``+?``);
@@ -73,6 +73,7 @@ import pyarrow.compute as pc
 
 from .errors import PatternError
 from .expr import Expr, col, count, first, last, lit, prev
+from .keys import KeyCodes
 from .expr import _agg as _make_agg
 from .pattern import Pattern
 from .skip import AfterMatchSkipStrategy, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
@@ -790,23 +791,11 @@ def sql(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
     key = None
     key_codes = np.zeros(n, np.int64)
     if q.partition:
-        codes = []
         for c in q.partition:
-            enc = pc.dictionary_encode(work.column(c).combine_chunks() if n else work.column(c))
-            if isinstance(enc, pa.ChunkedArray):
-                enc = enc.combine_chunks()
-            idx = enc.indices.to_numpy(zero_copy_only=False)
-            if enc.null_count:
+            if work.column(c).null_count:
                 raise _err("PARTITION BY", c, f"column {c!r} has nulls")
-            codes.append(idx.astype(np.int64))
-        key_codes = codes[0]
-        for c in codes[1:]:
-            key_codes = key_codes * (int(c.max()) + 1 if len(c) else 1) + c
-        if len(q.partition) == 1:
-            key = q.partition[0]
-        else:
-            key = "__colcep_key"
-            work = work.append_column(key, pa.array(key_codes))
+        key = q.partition[0] if len(q.partition) == 1 else list(q.partition)  # a composite match key
+        key_codes = KeyCodes(key).encode(work)
     for hname, node in helpers.derived.values():      # expressions inside aggregates, FIRST, LAST
         v = _arrow_eval(node, work)
         work = work.append_column(hname, v if not isinstance(v, pa.Scalar) else pa.array([v.as_py()] * n, pa.float64()))

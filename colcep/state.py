@@ -113,7 +113,7 @@ class MatcherState:
     history: object = None              # colcep.history.History: rows prev / rolling still reach, or None
 
     @classmethod
-    def new(cls, key: str | None, v_width: int, literals: dict) -> "MatcherState":
+    def new(cls, key: "str | list[str] | None", v_width: int, literals: dict) -> "MatcherState":
         return cls(Runs.empty(v_width), Held.empty(), Buffer.empty(), KeyCodes(key), dict(literals))
 
     def ensure_keys(self, n_keys: int) -> None:
@@ -128,9 +128,7 @@ class MatcherState:
     def checkpoint(self) -> "MatcherState":
         """A copy to go back to: the arrays the kernels change in place are copied, the rest
         (replaced, never mutated) shared."""
-        keys = KeyCodes(self.keys.name)
-        keys.codes, keys.values, keys.type = dict(self.keys.codes), list(self.keys.values), self.keys.type
-        return replace(self, buffer=self.buffer.copy(), keys=keys, strings=dict(self.strings),
+        return replace(self, buffer=self.buffer.copy(), keys=self.keys.copy(), strings=dict(self.strings),
                        start_dead=self.start_dead.copy(), key_last_ts=self.key_last_ts.copy(),
                        retained=list(self.retained))
 

@@ -154,11 +154,100 @@ def test_partition_contiguity_on_the_key_is_strict_per_key():
     assert q2.key == "symbol" and q2.pattern.stages[1].connect == "next"
 
 
-def test_partition_contiguity_elsewhere_is_refused():
-    with pytest.raises(SaseError, match="partition_contiguity is supported only when the partition is the match key"):
-        sase("PATTERN SEQ(Stock a, Stock b) WHERE partition_contiguity(a, b) { [sector] }", key="symbol")
-    with pytest.raises(SaseError, match="not supported yet"):
+def venues(data: pa.Table, seed=4, n=3) -> pa.Table:
+    """The stock ticks with a ``venue`` attribute: each symbol's ticks split over ``n`` venues."""
+    rng = np.random.default_rng(seed)
+    return data.append_column("venue", pa.array(rng.choice([f"V{i}" for i in range(n)], data.num_rows).tolist()))
+
+
+def partitions(data: pa.Table, attrs) -> list[list[int]]:
+    """Row positions of each partition (the rows with equal ``attrs``), in time order (stable)."""
+    d = data.to_pydict()
+    by: dict = {}
+    for i in sorted(range(data.num_rows), key=lambda i: d["ts"][i]):
+        by.setdefault(tuple(d[a][i] for a in attrs), []).append(i)
+    return list(by.values())
+
+
+def brute_rising_run(data: pa.Table, attrs) -> Counter:
+    """SEQ(Stock a, Stock+ b[], Stock c) under partition contiguity by definition: a, b[1..k], c
+    adjacent in their partition, b rising from a, c below b's last."""
+    price = data.column("price").to_pylist()
+    out = Counter()
+    for rows in partitions(data, attrs):
+        for i in range(len(rows)):
+            j = i + 1
+            while j < len(rows) and price[rows[j]] > price[rows[j - 1]]:   # b[1..]: rising from a
+                if j + 1 < len(rows) and price[rows[j + 1]] < price[rows[j]]:
+                    out[tuple(sorted([("a", rows[i])] + [("b", r) for r in rows[i + 1:j + 1]] +
+                                     [("c", rows[j + 1])]))] += 1
+                j += 1
+    return out
+
+
+RISING_RUN = """PATTERN SEQ(Stock a, Stock+ b[], Stock c)
+                WHERE partition_contiguity(a, b[], c) {{ {equiv} b[i].price > b[i-1].price
+                      and b[1].price > a.price and c.price < b[b.LEN].price }}"""
+
+
+def test_partition_contiguity_over_another_attribute():
+    """[venue] with key=symbol: strict contiguity in each (symbol, venue) sub-stream (SASE+ §2),
+    other venues' ticks in between ignored."""
+    data = venues(stock(1500))
+    q = sase(RISING_RUN.format(equiv="[venue] and"), key="symbol")
+    assert q.key == ["symbol", "venue"] and q.strategy == "partition_contiguity"
+    want = brute_rising_run(data, ["symbol", "venue"])
+    got = matches(q.match(data, time="ts", columns=[]))
+    assert len(want) > 20 and max(len(m) for m in want) >= 5 and got == want
+    # not the same as contiguity per symbol alone, nor per venue alone
+    assert want != brute_rising_run(data, ["symbol"]) and want != brute_rising_run(data, ["venue"])
+    # two equivalence tests and no key=: the partition is both attributes
+    q2 = sase(RISING_RUN.format(equiv="[symbol] and [venue] and"))
+    assert q2.key == ["symbol", "venue"] and matches(q2.match(data, time="ts", columns=[])) == want
+    # a composite key= and the attribute: partitions per (symbol, venue) once more
+    q3 = sase(RISING_RUN.format(equiv="[venue] and"), key=["symbol", "venue"])
+    assert q3.key == ["symbol", "venue"] and matches(q3.match(data, time="ts", columns=[])) == want
+
+
+def test_partition_contiguity_with_negation_over_another_attribute():
+    """~(Stock n) under partition contiguity: the event right after a in its partition is not an
+    n, and is the c."""
+    data = venues(stock(1200), seed=5)
+    q = sase("""PATTERN SEQ(Stock a, ~(Stock n), Stock c)
+                WHERE partition_contiguity(a, n, c) { [venue] and n.volume > 900 and c.price > a.price }
+                WITHIN 1 hour""", key="symbol")
+    price, volume = data.column("price").to_pylist(), data.column("volume").to_pylist()
+    want = Counter()
+    for rows in partitions(data, ["symbol", "venue"]):
+        for x, y in zip(rows, rows[1:]):
+            if volume[y] <= 900 and price[y] > price[x]:
+                want[(("a", x), ("c", y))] += 1
+    got = matches(q.match(data, time="ts", columns=[]))
+    assert len(want) > 20 and got == want
+
+
+def test_partition_contiguity_rfid():
+    """The RFID shape: per tag, a Shelf reading right followed (among the tag's readings at the
+    same reader) by an Exit reading."""
+    data = rfid(600)
+    data = data.append_column("reader", pa.array(np.random.default_rng(9).integers(0, 2, data.num_rows)))
+    q = sase("PATTERN SEQ(Shelf a, Exit c) WHERE partition_contiguity(a, c) { [reader] }", type_column="kind",
+             key="tag_id")
+    assert q.key == ["tag_id", "reader"]
+    kind = data.column("kind").to_pylist()
+    want = Counter()
+    for rows in partitions(data, ["tag_id", "reader"]):
+        for x, y in zip(rows, rows[1:]):
+            if kind[x] == "Shelf" and kind[y] == "Exit":
+                want[(("a", x), ("c", y))] += 1
+    assert len(want) > 10 and matches(q.match(data, time="ts", columns=[])) == want
+
+
+def test_partition_contiguity_needs_a_partition():
+    with pytest.raises(SaseError, match=r"partition_contiguity needs a partition: an equivalence test \[attr\]"):
         sase("PATTERN SEQ(Stock a, Stock b) WHERE partition_contiguity(a, b) { a.price < b.price }")
+    with pytest.raises(cc.InputError, match="key column 'symbol' appears twice"):
+        sase("PATTERN SEQ(Stock a, Stock b) WHERE partition_contiguity(a, b) { [venue] }", key=["symbol", "symbol"])
 
 
 def test_strict_contiguity_equivalence_is_not_a_key():

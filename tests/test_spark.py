@@ -200,6 +200,24 @@ def test_spark_ids_deterministic_and_row_identity_without_seq(spark, ticks, tick
 
 
 @spark_only
+def test_spark_composite_key(spark, ticks):
+    """key=["name", "venue"]: the key columns first, the in-process matches."""
+    from colcep.spark import match
+
+    set_batch(spark, 700)
+    t = ticks.append_column("venue", pa.array(np.arange(ticks.num_rows) % 3, pa.int32()))
+    got = match(spark.createDataFrame(t), P1, ["name", "venue"], "ts", ["price"], seq="id",
+                num_partitions=3).toArrow()
+    want = colcep.match(t, P1, key=["name", "venue"], time="ts", columns=["price"])
+    assert got.schema.names[:3] == ["match_id", "name", "venue"] and got.schema.field("venue").type == pa.int32()
+
+    def joined(x):
+        return x.append_column("k", pc.binary_join_element_wise(x.column("name"), pc.cast(x.column("venue"),
+                                                                                          pa.string()), "|"))
+    assert canon(joined(got), "k") == canon(joined(want), "k") and len(canon(want)) > 10
+
+
+@spark_only
 def test_spark_no_key_and_timestamp_time(spark, ticks):
     from pyspark.sql import functions as F
 

@@ -90,9 +90,11 @@ def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US):
     def run(batch):
         wm = wm_ms * 1000 if wm_ms > 0 else None
         by = {}
-        if batch is not None:
-            for k in dict.fromkeys(batch.column(spec.key).to_pylist()):
-                by[k] = batch.filter(pc.equal(batch.column(spec.key), k))
+        if batch is not None:  # Spark's groupBy(key columns...)
+            vals = list(zip(*(batch.column(c).to_pylist() for c in spec.key_columns)))
+            vals = [v[0] for v in vals] if len(spec.key_columns) == 1 else vals
+            for k in dict.fromkeys(vals):
+                by[k] = batch.filter(pa.array([v == k for v in vals]))
         n = 0
         for k in sorted(by):
             out, states[k], wake = step(spec, by[k], states.get(k), wm)
@@ -189,6 +191,28 @@ def test_stream_equals_batch_minus_late_rows(name, columns, files):
     assert m.column("price").to_pylist() == t.column("price").take(idx).to_pylist()
     if "ts" in columns:
         assert pc.cast(m.column("ts"), pa.int64()).to_pylist() == t.column("ts").take(idx).to_pylist()
+
+
+def test_stream_composite_key():
+    """key=["name", "venue"]: one state per (name, venue), the batch path's matches."""
+    pattern = get_example("paper_query3").pattern
+    t = ticks_us(2000, 5, 6)
+    t = t.append_column("venue", pa.array(t.column("id").to_numpy() % 2))
+    spec = stream_spec(t.schema, pattern, ["name", "venue"], "ts", ["price"], seq="id", timeouts=True)
+    assert spec.out_schema.names[:4] == ["match_id", "name", "venue", "stage"]
+    batches = arrival(t, 4, seed=3, late=6)
+    got, states, _ = model(spec, batches + [sentinel_row(t)])
+    late = late_ids(got)
+    assert late == expected_late(batches) and late
+    assert set(states) == set(zip(t.column("name").to_pylist(), t.column("venue").to_pylist())) | {(SENTINEL, 0)}
+    want = colcep.match(without(t, late), pattern, key=["name", "venue"], time="ts", time_unit="us", timeouts=True,
+                        columns=["id"])
+    want = want.set_column(want.schema.get_field_index("row"), "row", want.column("id"))
+
+    def joined(x):
+        return x.append_column("k", pc.binary_join_element_wise(x.column("name"), pc.cast(x.column("venue"),
+                                                                                          pa.string()), "|"))
+    assert canon(joined(got), "k") == canon(joined(want), "k") and sum(canon(want).values()) > 5
 
 
 @pytest.mark.parametrize("name,window_s,spread", [("paper_query3", 30, 30), ("spike_no_recovery", 300, 200)])
