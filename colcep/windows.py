@@ -35,7 +35,7 @@ from .kernels import windows as kwin
 from .durations import check_duration as _check_duration
 from .durations import to_units as _to_units
 from .matcher import as_table
-from .watermark import time_values
+from .watermark import next_watermark, time_values
 
 __all__ = ["Tumbling", "Sliding", "Session", "Count", "Global", "WindowSpec", "WindowSpecError",
            "assign", "aggregate", "ohlc", "WindowAggregator", "AGG_FUNCS"]
@@ -560,12 +560,10 @@ class WindowAggregator:
             if ts.shape[0]:
                 self._max_ts = max(self._max_ts, int(ts.max()))  # late rows advance it too, as in Flink
         self._pending = tbl if self._pending is None else pa.concat_tables([self._pending, tbl])
-        new_wm = self._wm
-        if timed and self._max_ts != _I64_MIN:
-            new_wm = max(new_wm, self._max_ts - self._delay - 1)
-        if watermark is not None:
-            new_wm = max(new_wm, self._time_value(watermark))
-        return self._fire(new_wm, final=False)
+        new_wm = next_watermark(None if self._wm == _I64_MIN else self._wm,
+                                self._max_ts if timed and self._max_ts != _I64_MIN else None, self._delay,
+                                None if watermark is None else self._time_value(watermark))
+        return self._fire(_I64_MIN if new_wm is None else new_wm, final=False)
 
     def close(self) -> pa.Table:
         """End of input: the final watermark fires every window still open."""

@@ -461,3 +461,16 @@ def test_streaming_fires_when_watermark_passes_window_end():
     agg.process(t(4))                             # late: its window has fired
     assert agg.late_rows == 1 and agg.pop_late()["ts"].to_pylist() == [4]
     assert agg.close().to_pydict() == {"window_start": [10], "window_end": [20], "n": [2]}
+
+
+def test_streaming_watermark_saturates_at_the_int64_minimum():
+    """``max ts - out_of_orderness - 1`` below the int64 range: the watermark stays at its
+    minimum (no row is late, nothing fires) instead of leaving the range."""
+    lo = np.iinfo(np.int64).min
+    agg = WindowAggregator(Sliding(10, 5), {"n": "count"}, out_of_orderness=10_000)
+    t = lambda *ts: pa.table({"ts": pa.array(ts, pa.int64())})  # noqa: E731
+    assert agg.process(t(lo + 1003, lo + 1007)).num_rows == 0
+    assert agg.process(t(lo + 1001)).num_rows == 0 and agg.late_rows == 0
+    assert agg.watermark is None
+    out = agg.close()
+    assert sum(out.column("n").to_pylist()) == 6  # three rows, each in two sliding windows
