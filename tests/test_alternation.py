@@ -1,0 +1,293 @@
+"""Alternation: ``Pattern.any_of`` (a branch state in the NFA), against independent definitions.
+
+- the matches of ``any_of(X, Y)`` at a position of a pattern are the union (as a multiset) of
+  the matches of the pattern with ``X`` and with ``Y`` there (as group patterns), under NO_SKIP;
+- a looping alternation of single-stage alternatives with strict or any-match contiguity
+  matches what one stage with the OR of their conditions matches, each event labelled by the
+  alternative whose condition it meets;
+- the Numba engine equals the plain-Python reference (Flink's algorithm) on the same program;
+- skip strategies and the tie rule on hand-checked streams; batches and snapshots.
+"""
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import colcep as cc
+from colcep import Pattern, col, last
+from colcep.compiler import compile_pattern
+
+CONNECTS = ["next", "followed_by", "followed_by_any"]
+
+
+def stream(seed: int, n: int = 36, keys: int = 2) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"ts": np.sort(rng.integers(0, n // 2, n)).astype(np.int64),
+                     "k": rng.integers(0, keys, n).astype(np.int64),
+                     "name": rng.choice(list("sxyze"), n).tolist(),
+                     "price": rng.integers(0, 10, n).astype(np.float64)})
+
+
+def matches(tbl: pa.Table, p: Pattern, **kw) -> Counter:
+    """Each match as a sorted tuple of (stage, row), counted."""
+    out = cc.match(tbl, p, key="k", time="ts", columns=[], **kw).to_pydict()
+    by: dict = {}
+    for mid, stage, row in zip(out["match_id"], out["stage"], out["row"]):
+        by.setdefault(mid, []).append((stage, row))
+    return Counter(tuple(sorted(v)) for v in by.values())
+
+
+def is_(n):
+    return col("name") == n
+
+
+X = Pattern.begin("x").where(is_("x"))
+Y = Pattern.begin("y").where(is_("y")).followed_by("z").where(is_("z") & (col("price") >= last("price", of="y")))
+Y2 = Pattern.begin("y").where(is_("y")).next("z").where(is_("z"))
+
+
+def around(middle, c1, c2, quant=None, window=None, nots=False) -> Pattern:
+    p = Pattern.begin("s").where(is_("s"))
+    if nots:
+        p = p.not_followed_by("n").where(col("price") > 8)
+    p = getattr(p, c1)(middle)
+    if quant:
+        p = quant(p)
+    p = getattr(p, c2)("e").where(is_("e") & (col("price") > last("price", of="s")))
+    return p.within(window) if window else p
+
+
+@pytest.mark.parametrize("c1", CONNECTS)
+@pytest.mark.parametrize("c2", CONNECTS)
+@pytest.mark.parametrize("window", [None, 12])
+@pytest.mark.parametrize("alts", [(X, Y), (X, Y2), (Y, X)])
+def test_any_of_is_the_union_of_the_substituted_patterns(c1, c2, window, alts):
+    total = 0
+    for seed in range(4):
+        tbl = stream(seed, n=60)
+        got = matches(tbl, around(Pattern.any_of(*alts), c1, c2, window=window))
+        want = sum((matches(tbl, around(a, c1, c2, window=window)) for a in alts), Counter())
+        assert got == want
+        total += sum(got.values())
+    assert total > 0 or "next" in (c1, c2)  # the streams do produce matches (strict ones rarely)
+
+
+@pytest.mark.parametrize("c1", CONNECTS)
+@pytest.mark.parametrize("c2", ["next", "followed_by"])
+def test_optional_any_of_is_the_union_plus_the_path_without_it(c1, c2):
+    def opt(p):
+        return p.optional()
+    total = 0
+    for seed in range(4):
+        tbl = stream(seed, n=60)
+        got = matches(tbl, around(Pattern.any_of(X, Y), c1, c2, quant=opt))
+        skipped = matches(tbl, around(X, c1, c2, quant=opt)) - matches(tbl, around(X, c1, c2))
+        assert skipped == matches(tbl, around(Y, c1, c2, quant=opt)) - matches(tbl, around(Y, c1, c2))
+        want = matches(tbl, around(X, c1, c2)) + matches(tbl, around(Y, c1, c2)) + skipped
+        assert got == want
+        total += sum(skipped.values()) * sum(got.values())
+    assert total > 0 or "next" in (c1, c2)
+
+
+@pytest.mark.parametrize("c1", CONNECTS)
+def test_not_followed_by_before_an_alternation_guards_every_alternative(c1):
+    """The NOT edge a group's first state would get goes to each alternative's first state
+    (where runs wait), not to the branch state only."""
+    for seed in range(4):
+        tbl = stream(seed)
+        got = matches(tbl, around(Pattern.any_of(X, Y), c1, "followed_by", nots=True, window=8))
+        want = sum((matches(tbl, around(a, c1, "followed_by", nots=True, window=8)) for a in (X, Y)), Counter())
+        assert got == want
+
+
+def test_alternation_inside_an_alternative_and_at_the_head_of_a_group():
+    for seed in range(3):
+        tbl = stream(seed)
+        nested = Pattern.any_of(Pattern.any_of(X, Y2), Pattern.begin("w").where(is_("e")))
+        got = matches(tbl, around(nested, "followed_by", "followed_by"))
+        want = sum((matches(tbl, around(a, "followed_by", "followed_by")) for a in (X, Y2, nested.stages[0]
+                                                                                    .alternatives[1])), Counter())
+        assert got == want
+        # an alternation heading a group starts as the group does (here: skip till next)
+        group = Pattern.begin(Pattern.any_of(X, Y2)).followed_by("t").where(col("price") > 5)
+        got = matches(tbl, around(group, "followed_by", "followed_by"))
+        want = sum((matches(tbl, around(a.followed_by("t").where(col("price") > 5), "followed_by",
+                                        "followed_by")) for a in (X, Y2)), Counter())
+        assert got == want
+
+
+def _relabel(counter: Counter, tbl: pa.Table, stage: str) -> Counter:
+    names = tbl.column("name").to_pylist()
+    out: Counter = Counter()
+    for m, n in counter.items():
+        out[tuple(sorted((names[r] if s == stage else s, r) for s, r in m))] += n
+    return out
+
+
+@pytest.mark.parametrize("c1", ["next", "followed_by_any"])
+@pytest.mark.parametrize("inner", ["consecutive", "allow_combinations"])
+@pytest.mark.parametrize("quant", [lambda p: p.one_or_more(), lambda p: p.times(2), lambda p: p.times(1, 3),
+                                   lambda p: p.times_or_more(2)])
+def test_looping_alternation_equals_one_stage_with_the_or_condition(c1, inner, quant):
+    """Where nothing is skipped by choice (strict or any-match contiguity), choosing x or y at
+    each iteration is taking an event that is x or y."""
+    single = Pattern.any_of(Pattern.begin("x").where(is_("x")), Pattern.begin("y").where(is_("y")))
+    total = 0
+    for seed in range(3):
+        tbl = stream(seed)
+        got = matches(tbl, around(single, c1, "followed_by", quant=lambda p: getattr(quant(p), inner)(), window=6))
+        ors = getattr(Pattern.begin("s").where(is_("s")), c1)("xy").where(is_("x") | is_("y"))
+        ors = getattr(quant(ors), inner)().followed_by("e").where(is_("e") & (col("price") > last("price", of="s")))
+        assert got == _relabel(matches(tbl, ors.within(6)), tbl, "xy")
+        total += sum(got.values())
+    assert total > 0
+
+
+def test_relaxed_loop_of_alternatives_skips_till_the_chosen_alternative():
+    """(x|y)+ with skip-till-next between iterations: each iteration chooses an alternative and
+    skips to its next event, so an x-iteration passes over y events."""
+    p = (Pattern.begin("s").where(is_("s"))
+         .followed_by(Pattern.any_of(Pattern.begin("x").where(is_("x")), Pattern.begin("y").where(is_("y"))))
+         .one_or_more().followed_by("e").where(is_("e")))
+    tbl = pa.table({"ts": list(range(5)), "k": [0] * 5, "name": list("sxyxe"), "price": [0.0] * 5})
+    got = matches(tbl, p)
+    # the first x is x1 (skip till next x), so no match starts its loop at x3
+    loops = [[("x", 1)], [("y", 2)], [("x", 1), ("y", 2)], [("x", 1), ("x", 3)], [("y", 2), ("x", 3)],
+             [("x", 1), ("y", 2), ("x", 3)]]
+    assert got == Counter(tuple(sorted([("s", 0), ("e", 4)] + m)) for m in loops)
+
+
+# ----------------------------------------------------------------------------- the reference engine
+def _case(p: Pattern, tbl: pa.Table) -> dict:
+    d = tbl.to_pydict()
+    events = [{"id": i, "ts": d["ts"][i], "k": d["k"][i], "name": d["name"][i], "price": d["price"][i]}
+              for i in range(tbl.num_rows)]
+    doc = json.loads(p.to_json(key="k"))
+    if doc.get("within") is not None:
+        doc["within_ms"] = doc.pop("within")     # the corpus spelling, which the reference reads
+    return {"pattern": doc, "events": events}
+
+
+@pytest.mark.parametrize("p", [
+    around(Pattern.any_of(X, Y), "followed_by", "next", window=6),
+    around(Pattern.any_of(X, Y2), "followed_by_any", "followed_by", quant=lambda p: p.one_or_more(), window=6),
+    around(Pattern.any_of(X, Y), "next", "followed_by", quant=lambda p: p.times(1, 2).consecutive(), window=6),
+    around(Pattern.any_of(X, Y), "followed_by", "followed_by", quant=lambda p: p.optional(), nots=True, window=6),
+])
+def test_engine_equals_the_reference_on_branching_programs(p):
+    from conformance import engine_colcep, engine_reference
+    for seed in range(3):
+        case = _case(p, stream(seed))
+        for timeouts in (False, True):
+            ref, ref_to = engine_reference(case, timeouts)
+            got, got_to = engine_colcep(case, timeouts)
+            canon = lambda ms: Counter(tuple(sorted((k, tuple(v)) for k, v in m.items())) for m in ms)  # noqa: E731
+            assert canon(got) == canon(ref)
+            assert canon(m for m, _ in got_to) == canon(m for m, _ in ref_to)
+
+
+# ----------------------------------------------------------------------------- skip strategies, ties
+def run(p: Pattern, names: str) -> list[dict]:
+    """Matches in emission order as {stage: [rows]}."""
+    tbl = pa.table({"ts": list(range(len(names))), "name": list(names)})
+    d = cc.match(tbl, p, time="ts", columns=[]).to_pydict()
+    res: dict = {}
+    for mid, s, r in zip(d["match_id"], d["stage"], d["row"]):
+        res.setdefault(mid, {}).setdefault(s, []).append(r)
+    return list(res.values())
+
+
+AB = Pattern.begin("a").where(is_("a"))
+ABC = Pattern.begin("a").where(is_("a")).next("b").where(is_("b")).next("c").where(is_("c"))
+AB2 = Pattern.begin("a").where(is_("a")).next("b").where(is_("b"))
+
+
+def test_skip_strategies_on_an_alternation():
+    p = Pattern.any_of(ABC, AB2)
+    assert run(p, "abcab") == [{"a": [0], "b": [1]}, {"a": [0], "b": [1], "c": [2]}, {"a": [3], "b": [4]}]
+    # the match completing first wins under SKIP_PAST_LAST_EVENT / SKIP_TO_NEXT (not SQL's
+    # left preference): ab ends at row 1 and prunes the abc run of the same start
+    assert run(p.skip(cc.SkipPastLastEvent()), "abcab") == [{"a": [0], "b": [1]}, {"a": [3], "b": [4]}]
+    assert run(p.skip(cc.SkipToNext()), "abcab") == [{"a": [0], "b": [1]}, {"a": [3], "b": [4]}]
+    q = Pattern.any_of(Pattern.begin("x").where(is_("a")).followed_by("y").where(is_("b")),
+                       Pattern.begin("u").where(is_("b")).followed_by("v").where(is_("b")))
+    assert run(q, "abb") == [{"x": [0], "y": [1]}, {"u": [1], "v": [2]}]
+    assert run(q.skip(cc.SkipPastLastEvent()), "abb") == [{"x": [0], "y": [1]}]
+    assert run(q.skip(cc.SkipToLast("y")), "abb") == [{"x": [0], "y": [1]}, {"u": [1], "v": [2]}]
+    # a SKIP TO stage that the match did not take prunes nothing
+    assert run(q.skip(cc.SkipToFirst("u")), "abb") == [{"x": [0], "y": [1]}, {"u": [1], "v": [2]}]
+
+
+def test_ties_between_alternatives_prefer_the_earlier_stage_order():
+    both = Pattern.any_of(Pattern.begin("p").where(is_("a")), Pattern.begin("q").where(is_("a")))
+    assert run(both, "a") == [{"p": [0]}, {"q": [0]}]
+    assert run(both.skip(cc.SkipPastLastEvent()), "a") == [{"p": [0]}]
+    swapped = Pattern.any_of(Pattern.begin("q").where(is_("a")), Pattern.begin("p").where(is_("a")))
+    assert run(swapped.skip(cc.SkipToNext()), "aa") == [{"q": [0]}, {"q": [1]}]
+
+
+def test_a_name_repeated_in_alternatives_is_one_stage():
+    ab = Pattern.begin("a").where(is_("a")).next("b").where(is_("b"))
+    ba = Pattern.begin("b").where(is_("b")).next("a").where(is_("a"))
+    p = Pattern.any_of(ab, ba).followed_by("c").where(is_("c")).skip(cc.SkipToLast("a"))
+    assert p.stage_names() == ["a", "b", "c"]
+    assert run(p, "abcbac") == [{"a": [0], "b": [1], "c": [2]}, {"b": [3], "a": [4], "c": [5]}]
+    # aggregates over a repeated name read whichever alternative matched
+    q = Pattern.any_of(ab, ba).next("c").where(col("ts") == last("ts", of="a") + 1)
+    assert run(q, "bac") == [{"b": [0], "a": [1], "c": [2]}]
+
+
+# ----------------------------------------------------------------------------- streaming
+def test_one_row_batches_and_snapshots_equal_the_whole_table():
+    p = around(Pattern.any_of(X, Y), "followed_by", "followed_by", quant=lambda p: p.times(1, 2), window=6)
+    tbl = stream(5, n=60)
+    whole = cc.match(tbl, p, key="k", time="ts", columns=[], timeouts=True)
+    m = cc.Matcher(p, key="k", time="ts", columns=[], timeouts=True)
+    parts = [m.process(tbl.slice(i, 1)) for i in range(tbl.num_rows)] + [m.close()]
+    ones = pa.concat_tables(parts)
+    assert ones.drop(["match_id"]).equals(whole.drop(["match_id"]))
+    m = cc.Matcher(p, key="k", time="ts", columns=[], timeouts=True)
+    first = m.process(tbl.slice(0, 25))
+    m2 = cc.Matcher.restore(p, m.snapshot())
+    rest = pa.concat_tables([m2.process(tbl.slice(25)), m2.close()])
+    both = pa.concat_tables([first, rest])
+    assert both.drop(["match_id"]).equals(whole.drop(["match_id"])) and whole.num_rows > 0
+
+
+# ----------------------------------------------------------------------------- the builder's rules
+@pytest.mark.parametrize("build, message", [
+    (lambda: Pattern.any_of(X), "at least two alternatives"),
+    (lambda: Pattern.any_of(X, "y"), "alternative 2: expected a non-empty Pattern"),
+    (lambda: Pattern.any_of(X, Pattern.begin("y").optional()), "alternative 2 can match no event"),
+    (lambda: Pattern.any_of(X, Y.within("1s")), "own within"),
+    (lambda: Pattern.any_of(X, Pattern.begin("y").not_followed_by("n")), "cannot end with a NOT stage"),
+    (lambda: Pattern.any_of(X, Pattern.begin("y").next("y")), "duplicate stage name 'y'"),
+    (lambda: Pattern.begin("s").next(Pattern.any_of(X, Y)).where(is_("a")), "alternation stage"),
+    (lambda: Pattern.begin("s").next(Pattern.any_of(X, Y)).one_or_more().greedy(), "not applicable to a group"),
+    (lambda: Pattern.begin("s").not_next(Pattern.any_of(X, Y)), "takes a stage name"),
+])
+def test_invalid_alternations_raise(build, message):
+    with pytest.raises(cc.PatternError, match=message):
+        build()
+
+
+def test_names_repeat_only_across_alternatives():
+    with pytest.raises(cc.PatternError, match="duplicate stage name 'x'"):
+        cc.compile(Pattern.begin("x").followed_by(Pattern.any_of(X, Y)))
+    cc.compile(Pattern.begin("s").followed_by(Pattern.any_of(X, Pattern.begin("x").next("y"))))
+
+
+def test_branch_state_shape():
+    prog = compile_pattern(around(Pattern.any_of(X, Y2), "followed_by", "next"))
+    branch = prog.state_names.index("AnyOf")
+    edges = range(prog.trans_ptr[branch], prog.trans_ptr[branch + 1])
+    assert [prog.trans_action[t] for t in edges] == [cc.compiler.PROCEED] * 2
+    heads = [prog.state_names[prog.trans_target[t]] for t in edges]
+    assert heads == ["x", "y"] and prog.state_stage[branch] == -1
+    e = prog.state_names.index("e")
+    into_e = {prog.state_names[s] for s in range(prog.n_states)
+              for t in range(prog.trans_ptr[s], prog.trans_ptr[s + 1])
+              if prog.trans_target[t] == e and prog.trans_action[t] == cc.compiler.TAKE}
+    assert into_e == {"x", "z"}          # the alternatives join at the following state
