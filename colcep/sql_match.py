@@ -336,9 +336,9 @@ def _quantify(p: Pattern, it: _Item) -> Pattern:
             raise _err("PATTERN", it.text, "the reluctant optional quantifier ?? is not supported (as in Flink)")
         return p.optional()
     if it.kind != "var" and greedy and lo != hi:
-        what = "an alternation" if it.kind == "alt" else "a group"
+        what, eg = ("an alternation", "(A | B)+?") if it.kind == "alt" else ("a group", "(A B)+?")
         raise _err("PATTERN", it.text, f"a greedy quantifier on {what} is not supported (Flink CEP has no greedy "
-                   "group patterns); make it reluctant, e.g. (A B)+? or (A | B)+?")
+                   f"group patterns); make it reluctant, e.g. {eg}")
     if hi is None:
         if lo <= 1:
             p = p.one_or_more()
