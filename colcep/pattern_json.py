@@ -228,7 +228,7 @@ def load(doc: "str | bytes | dict") -> tuple[Pattern, str | None]:
             raise PatternJSONError("", f"not valid JSON: {exc}") from None
     d = _obj(doc, "")
     _no_unknown(d, _TOP_FIELDS, "")
-    version = d.get("version", VERSION)
+    version = d.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise PatternJSONError("version", f"expected a positive integer, got {version!r}")
     if version > VERSION:

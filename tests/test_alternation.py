@@ -14,6 +14,8 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import Pattern, col, last
@@ -162,8 +164,11 @@ def test_relaxed_loop_of_alternatives_skips_till_the_chosen_alternative():
 # ----------------------------------------------------------------------------- the reference engine
 def _case(p: Pattern, tbl: pa.Table) -> dict:
     d = tbl.to_pydict()
-    events = [{"id": i, "ts": d["ts"][i], "k": d["k"][i], "name": d["name"][i], "price": d["price"][i]}
-              for i in range(tbl.num_rows)]
+    return _case_doc(p, [{"id": i, "ts": d["ts"][i], "k": d["k"][i], "name": d["name"][i], "price": d["price"][i]}
+                         for i in range(tbl.num_rows)])
+
+
+def _case_doc(p: Pattern, events: list) -> dict:
     doc = json.loads(p.to_json(key="k"))
     if doc.get("within") is not None:
         doc["within_ms"] = doc.pop("within")     # the corpus spelling, which the reference reads
@@ -291,3 +296,72 @@ def test_branch_state_shape():
               for t in range(prog.trans_ptr[s], prog.trans_ptr[s + 1])
               if prog.trans_target[t] == e and prog.trans_action[t] == cc.compiler.TAKE}
     assert into_e == {"x", "z"}          # the alternatives join at the following state
+
+
+# ----------------------------------------------------------------------------- random alternations
+CONDS = [is_("x"), is_("y"), is_("I"), ~is_("x"), col("price") > 4, col("price") <= 4, col("volume") >= 900,
+         col("price") > last("price", of="s"), col("price") >= cc.avg("price", of="s")]
+
+
+@st.composite
+def alt_patterns(draw):
+    """Patterns with at least one alternation (2-3 alternatives of 1-2 stages, names repeated
+    across alternatives), simple and NOT stages, quantifiers, windows, skip strategies."""
+    p = Pattern.begin("s").where(draw(st.sampled_from(CONDS[:7])))
+    n = draw(st.integers(1, 3))
+    at = draw(st.integers(0, n - 1))
+    for i in range(n):
+        connect = draw(st.sampled_from(CONNECTS))
+        if i == at or draw(st.booleans()):
+            alts = []
+            for j in range(draw(st.integers(2, 3))):
+                q = None
+                for m in range(draw(st.integers(1, 2))):
+                    nm = draw(st.sampled_from([f"a{i}_{j}_{m}", f"a{i}_{m}"]))
+                    q = Pattern.begin(nm) if q is None else getattr(q, draw(st.sampled_from(CONNECTS)))(nm)
+                    q = q.where(draw(st.sampled_from(CONDS)))
+                alts.append(q)
+            p = getattr(p, connect)(Pattern.any_of(*alts))
+            quant = draw(st.sampled_from([None, "one_or_more", "times", "optional"]))
+        else:
+            if draw(st.integers(0, 4)) == 0 and not p.stages[-1].quantifier.optional and i < n - 1:
+                connect = draw(st.sampled_from(["not_next", "not_followed_by"]))
+            p = getattr(p, connect)(f"b{i}").where(draw(st.sampled_from(CONDS)))
+            quant = None if p.stages[-1].is_negation else draw(st.sampled_from([None, "one_or_more", "optional"]))
+        if quant == "one_or_more":
+            p = p.one_or_more()
+        elif quant == "times":
+            p = p.times(1, 2)
+        elif quant == "optional" and not (len(p.stages) > 1 and p.stages[-2].quantifier.greedy):
+            p = p.optional()
+        if quant in ("one_or_more", "times") and draw(st.booleans()):
+            p = getattr(p, draw(st.sampled_from(["consecutive", "allow_combinations"])))()
+    if p.stages[-1].is_negation or draw(st.booleans()):
+        p = p.within(draw(st.integers(2, 8)))
+    names = p.stage_names()
+    return p.skip(draw(st.sampled_from([cc.NoSkip(), cc.SkipToNext(), cc.SkipPastLastEvent(),
+                                        cc.SkipToFirst(draw(st.sampled_from(names))),
+                                        cc.SkipToLast(draw(st.sampled_from(names)))])))
+
+
+@given(alt_patterns(), st.lists(st.tuples(st.integers(0, 2), st.sampled_from("sxyI"), st.integers(0, 9),
+                                          st.integers(0, 1)), min_size=1, max_size=10))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_random_alternations_engine_equals_reference(p, rows):
+    """The Numba engine finds what the plain-Python reference (Flink's algorithm) finds on the
+    same branching program, matches and timeouts, over random streams."""
+    from conformance import engine_colcep, engine_reference
+    try:
+        compile_pattern(p)
+    except cc.PatternError:
+        assume(False)
+    ts = np.cumsum([r[0] for r in rows]).tolist()
+    events = [{"id": i, "ts": t, "name": nm, "price": float(pr), "volume": float(pr * 150), "k": k}
+              for i, (t, (_, nm, pr, k)) in enumerate(zip(ts, rows))]
+    case = _case_doc(p, events)
+    for timeouts in (False, True):
+        got, got_to = engine_colcep(case, timeouts)
+        ref, ref_to = engine_reference(case, timeouts)
+        canon = lambda ms: Counter(tuple(sorted((k, tuple(v)) for k, v in m.items())) for m in ms)  # noqa: E731
+        assert canon(got) == canon(ref)
+        assert canon(m for m, _ in got_to) == canon(m for m, _ in ref_to)
