@@ -22,8 +22,14 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   in ``time_unit`` or an Arrow timestamp), then tie breakers.
 - ``PATTERN``: variables with ``* + ? {n} {n,} {n,m} {,m}``, each greedy or reluctant (``+?``);
   parenthesised groups (colcep group patterns; a group's quantifier must be reluctant or exact,
-  Flink CEP has no greedy groups). Not supported: alternation ``|``, ``PERMUTE``, ``{- -}``,
-  anchors, the reluctant optional ``??`` (as in Flink), patterns that can match no row.
+  Flink CEP has no greedy groups); alternation ``A B | C`` (``Pattern.any_of``, beyond Flink SQL;
+  at top level and in groups, quantified as groups are; a variable may repeat in different
+  alternatives) and ``PERMUTE(A, B, C)``, the alternation of every order in lexicographic order
+  of the listed terms (the standard's preference). Every alternative is tried; under a skip the
+  match completing first wins, the left one among matches on the same rows (SQL's preferment
+  would take the left alternative even when it completes later). Not supported: ``{- -}``,
+  anchors, the reluctant optional ``??`` (as in Flink), patterns or alternatives that can match
+  no row.
 - ``WITHIN INTERVAL '10' SECOND`` (Flink's extension): the match's window.
 - ``DEFINE``: per variable a condition (a variable without one matches every row). ``X.col``
   in ``X``'s own condition is the current row; ``Y.col`` of another variable is its last row
