@@ -532,21 +532,22 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
     MEASURES FIRST(UP.ts) AS start_ts, LAST(UP.price) AS top, COUNT(UP.price) AS ups, DOWN.price AS dropped_to,
              MATCH_NUMBER() AS n, CLASSIFIER() AS cls, PREV(UP.price) AS before_top
     {rows} AFTER MATCH SKIP PAST LAST ROW
-    PATTERN (UP{{2,}} DOWN) WITHIN INTERVAL '1' SECOND
+    PATTERN ({pattern}) WITHIN INTERVAL '1' SECOND
     DEFINE UP AS UP.price > PREV(UP.price), DOWN AS DOWN.price < 0.9995 * UP.price)"""
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("partition, rows", [("PARTITION BY name", ""), ("PARTITION BY name", "ALL ROWS PER MATCH"),
-                                             ("", "")])
-def test_spark_equals_in_process(partition, rows):
+@pytest.mark.parametrize("partition, rows, pattern", [
+    ("PARTITION BY name", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "UP{2,} DOWN"),
+    ("", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "PERMUTE(UP{2,}?, DOWN) | UP DOWN{2}")])
+def test_spark_equals_in_process(partition, rows, pattern):
     from colcep.spark import local_session
     from colcep.spark_sql import sql as spark_sql
     from colcep.ticks import make_ticks
 
     spark = local_session(2)
     ticks = make_ticks(20_000 if partition else 3_000, symbols=10 if partition else 1, seed=4)
-    q = SPARK_QUERY.format(partition=partition, rows=rows)
+    q = SPARK_QUERY.format(partition=partition, rows=rows, pattern=pattern)
     want = cc.sql(q, ticks=ticks)
     df = spark.createDataFrame(ticks).repartition(3)
     got = spark_sql(q, ticks=df)
