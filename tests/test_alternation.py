@@ -120,6 +120,23 @@ def test_alternation_inside_an_alternative_and_at_the_head_of_a_group():
         assert got == want
 
 
+@pytest.mark.parametrize("c2", CONNECTS)
+def test_an_alternation_can_begin_a_pattern(c2):
+    """At the start, the start run proceeds into every alternative: the start mask (rows where a
+    match can begin) is the union of the alternatives' first conditions."""
+    e = is_("e") & (col("price") > 2)
+    total = 0
+    for seed in range(3):
+        tbl = stream(seed, n=60)
+        got = matches(tbl, getattr(Pattern.any_of(X, Y2), c2)("e").where(e).within(12))
+        want = sum((matches(tbl, getattr(a, c2)("e").where(e).within(12)) for a in (X, Y2)), Counter())
+        assert got == want
+        total += sum(got.values())
+    assert total > 0
+    prog = cc.compile(Pattern.any_of(X, Y2).followed_by("e").where(e))
+    assert prog.start_rule is not None and len(prog.start_rule) == 2     # x's and y's masks
+
+
 def _relabel(counter: Counter, tbl: pa.Table, stage: str) -> Counter:
     names = tbl.column("name").to_pylist()
     out: Counter = Counter()
@@ -306,7 +323,7 @@ CONDS = [is_("x"), is_("y"), is_("I"), ~is_("x"), col("price") > 4, col("price")
 @st.composite
 def alt_patterns(draw):
     """Patterns with at least one alternation (2-3 alternatives of 1-2 stages, names repeated
-    across alternatives), simple and NOT stages, quantifiers, windows, skip strategies."""
+    across alternatives), simple and NOT stages, quantifiers (greedy, until), windows, skips."""
     p = Pattern.begin("s").where(draw(st.sampled_from(CONDS[:7])))
     n = draw(st.integers(1, 3))
     at = draw(st.integers(0, n - 1))
@@ -330,12 +347,17 @@ def alt_patterns(draw):
             quant = None if p.stages[-1].is_negation else draw(st.sampled_from([None, "one_or_more", "optional"]))
         if quant == "one_or_more":
             p = p.one_or_more()
+            if draw(st.integers(0, 2)) == 0:
+                p = p.until(draw(st.sampled_from(CONDS[:7])))
+            elif not p.stages[-1].is_group and draw(st.booleans()):
+                p = p.greedy()
         elif quant == "times":
             p = p.times(1, 2)
         elif quant == "optional" and not (len(p.stages) > 1 and p.stages[-2].quantifier.greedy):
             p = p.optional()
         if quant in ("one_or_more", "times") and draw(st.booleans()):
-            p = getattr(p, draw(st.sampled_from(["consecutive", "allow_combinations"])))()
+            p = getattr(p, draw(st.sampled_from(["consecutive"] + ([] if p.stages[-1].quantifier.greedy
+                                                                  else ["allow_combinations"]))))()
     if p.stages[-1].is_negation or draw(st.booleans()):
         p = p.within(draw(st.integers(2, 8)))
     names = p.stage_names()
