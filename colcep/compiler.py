@@ -7,6 +7,13 @@ ordered list of transitions (action TAKE / IGNORE / PROCEED, target state, condi
 Conditions are expression trees (``colcep.expr``) deduplicated into a table; the condition
 compiler (``colcep.conditions``) lowers them to column masks or kernel bytecode.
 
+An alternation stage (``Pattern.any_of``, beyond Flink) compiles like a group whose body is
+a *branch*: a state with one PROCEED edge into each alternative's first state, every
+alternative built towards the same following state (where they join). The kernel follows
+every enabled edge, so each alternative gives its own runs; quantifiers, optional and the NOT
+edges a group's first state would get apply to the branch (the NOT edges to each
+alternative's first state, where runs wait).
+
 Kinds of states: NORMAL, FINAL, STOP (a NOT stage was violated: discard the path) and
 PENDING (a trailing ``not_followed_by``: the match completes when the window closes).
 """
@@ -20,7 +27,7 @@ from .errors import PatternError
 from .expr import TRUE, Expr
 from .kernels.codes import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE  # noqa: F401
 from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
-                      NOT_NEXT, Pattern, Stage)
+                      NOT_NEXT, Pattern, Stage, stage_name_set)
 
 ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")
 KIND_NAMES = ("Normal", "Final", "Stop", "Pending")
@@ -63,13 +70,14 @@ class _P:
     times: tuple[int, int] | None = None
     until: Expr | None = None
     raw: "_P | None" = None  # group pattern: the last pattern of the inner chain
+    alts: "list[_P] | None" = None  # alternation: the last pattern of each alternative's chain
 
     def take_condition(self) -> Expr:
         return self.condition if self.condition is not None else TRUE
 
     @property
     def is_group(self) -> bool:
-        return self.raw is not None
+        return self.raw is not None or self.alts is not None
 
 
 def _to_chain(pattern: Pattern) -> _P:
@@ -88,7 +96,8 @@ def _stage_to_p(st: Stage, prev: "_P | None") -> _P:
         props.add("GREEDY")
     times = None if q.kind == "single" else (q.lo, q.lo if q.kind == "looping" else q.hi)
     raw = _to_chain(st.group) if st.group is not None else None
-    return _P(st.name, prev, st.condition, _CONNECT[st.connect], props, _INNER[q.inner], times, st.until, raw)
+    alts = [_to_chain(a) for a in st.alternatives] if st.alternatives is not None else None
+    return _P(st.name, prev, st.condition, _CONNECT[st.connect], props, _INNER[q.inner], times, st.until, raw, alts)
 
 
 @dataclass(eq=False)
@@ -98,6 +107,7 @@ class State:
     stage: str  # original (user) name
     transitions: list = field(default_factory=list)  # [action, target State, condition Expr]
     start: bool = False
+    heads: "list[State] | None" = None  # a branch: its alternatives' first states
 
     def add(self, action: int, target: "State", cond: Expr) -> None:
         self.transitions.append([action, target, cond])
@@ -133,7 +143,6 @@ class _Compiler:
 
     def compile(self) -> State:
         last = self.current
-        self._check_names()
         sink = self.create_state(ENDING_STATE_NAME, FINAL)
         sink = self.create_middle_states(sink)
         start = self.convert_pattern(sink)
@@ -143,20 +152,6 @@ class _Compiler:
                 f"not_followed_by({last.name!r}) as the last stage needs a within() window: without one the "
                 "match could never be released")
         return start
-
-    def _check_names(self) -> None:
-        seen: set[str] = {ENDING_STATE_NAME}
-
-        def visit(p: _P | None) -> None:
-            while p is not None:
-                if p.is_group:
-                    visit(p.raw)
-                else:
-                    if p.name in seen:
-                        raise PatternError(f"duplicate stage name {p.name!r}: stage names must be unique")
-                    seen.add(p.name)
-                p = p.previous
-        visit(self.current)
 
     # -- NOT handling
     def current_not_conditions(self) -> list[tuple[Expr, str]]:
@@ -203,15 +198,27 @@ class _Compiler:
             c.add(action, c if target is state else target, cond)
         return c
 
+    @classmethod
+    def waiting_states(cls, state: State) -> list[State]:
+        """Where a NOT edge meant for ``state`` goes: the state itself, or for a branch (runs
+        never wait there) each alternative's first state."""
+        if state.heads is None:
+            return [state]
+        return [s for h in state.heads for s in cls.waiting_states(h)]
+
     def add_stop_states(self, state: State) -> None:
         for cond, name in self.current_not_conditions():
-            state.add(PROCEED, self.create_stop_state(cond, name), cond)
+            stop = self.create_stop_state(cond, name)
+            for s in self.waiting_states(state):
+                s.add(PROCEED, stop, cond)
 
     def add_stop_state_to_looping(self, state: State) -> None:
         f = self.following
         if f is not None and f.strategy == NOT_FOLLOW:
             cond = self.take_condition(f)
-            state.add(PROCEED, self.create_stop_state(cond, f.name), cond)
+            stop = self.create_stop_state(cond, f.name)
+            for s in self.waiting_states(state):
+                s.add(PROCEED, stop, cond)
 
     # -- middle / start
     def create_middle_states(self, sink: State) -> State:
@@ -344,10 +351,7 @@ class _Compiler:
     def create_group_state(self, group: _P, sink: State, proceed: "State | None", optional: bool) -> State:
         proceed_cond = self.true_condition()
         saved = (self.current, self.following, self.group)
-        self.group = group
-        self.current = group.raw
-        last = self.create_middle_states(sink)
-        last = self.convert_pattern(last)
+        last = self.group_body(group, sink)
         if optional:
             last.add(PROCEED, proceed, proceed_cond)
         self.current, self.following, self.group = saved
@@ -357,14 +361,39 @@ class _Compiler:
         proceed_cond = self.true_condition()
         saved = (self.current, self.following, self.group)
         dummy = self.create_state(group.name, NORMAL)
-        self.group = group
-        self.current = group.raw
-        last = self.create_middle_states(dummy)
-        last = self.convert_pattern(last)
+        last = self.group_body(group, dummy)
         last.add(PROCEED, sink, proceed_cond)
         dummy.add(PROCEED, last, proceed_cond)
         self.current, self.following, self.group = saved
         return last
+
+    def group_body(self, group: _P, sink: State) -> State:
+        """The states of one pass through ``group`` towards ``sink``; its first state. For an
+        alternation, a branch state with a PROCEED edge into each alternative."""
+        if group.alts is None:
+            self.group = group
+            self.current = group.raw
+            last = self.create_middle_states(sink)
+            return self.convert_pattern(last)
+        strategy = group.strategy
+        if self.head_of_group(group):
+            # at the head of an enclosing group the alternatives start as that group does
+            group.strategy = self.group.strategy if self.is_group_first_of_loop() else self.group.inner
+        following = self.following
+        self.group = group
+        heads = []
+        for raw in group.alts:
+            self.current, self.following = raw, following
+            last = self.create_middle_states(sink)
+            heads.append(self.convert_pattern(last))
+        group.strategy = strategy
+        self.current = group
+        branch = self.create_state(group.name, NORMAL)
+        cond = self.true_condition()
+        for h in heads:
+            branch.add(PROCEED, h, cond)
+        branch.heads = heads
+        return branch
 
     def create_looping(self, sink: State) -> State:
         cur = self.current
@@ -554,17 +583,22 @@ def _check_proceed_cycles(states: list[State], index: dict) -> None:
                 stack.pop()
 
 
-def _check_rules(pattern: Pattern, inner: bool = False) -> None:
-    """The rules Flink checks when a pattern is built or compiled, on the whole chain."""
+def _check_rules(pattern: Pattern, inner: bool = False, names: "set[str] | None" = None) -> None:
+    """The rules Flink checks when a pattern is built or compiled, on the whole chain (a
+    group's or alternative's conditions may read every stage of the pattern, ``names``)."""
     stages = pattern.stages
-    if not inner and stages[0].is_negation:
-        raise PatternError("a pattern cannot begin with a NOT stage")
-    names = set(pattern.stage_names())
+    if not inner:
+        if stages[0].is_negation:
+            raise PatternError("a pattern cannot begin with a NOT stage")
+        if ENDING_STATE_NAME in stage_name_set(pattern):
+            raise PatternError(f"{ENDING_STATE_NAME!r} is reserved and cannot be a stage name")
+    if names is None:
+        names = set(pattern.stage_names())
     for i, st in enumerate(stages):
-        if st.is_negation and st.group is not None:
+        if st.is_negation and st.is_group:
             raise PatternError(f"{st.describe()}: a NOT stage cannot be a group")
-        if st.group is not None:
-            _check_rules(st.group, inner=True)
+        for child in st.children:
+            _check_rules(child, inner=True, names=names)
         for e, what in ((st.condition, "condition"), (st.until, "until condition")):
             if e is None:
                 continue

@@ -345,8 +345,8 @@ class Matcher:
     def _stage_conditions(self):
         def walk(p: Pattern):
             for st in p.stages:
-                if st.group is not None:
-                    yield from walk(st.group)
+                for child in st.children:
+                    yield from walk(child)
                 for e in (st.condition, st.until):
                     if e is not None:
                         yield st.name, e

@@ -6,7 +6,9 @@
            .within("60s").skip(SkipPastLastEvent()))
 
 Every call returns a new Pattern; quantifier and condition calls apply to the last stage.
-A Pattern can also stand as a stage of another one (Flink's group pattern). Invalid
+A Pattern can also stand as a stage of another one (Flink's group pattern), and
+``Pattern.any_of(p1, p2, ...)`` is a stage matching any one of several patterns (alternation,
+beyond Flink CEP: every alternative is tried, each giving its own matches). Invalid
 combinations raise :class:`PatternError` naming the rule, as Flink's
 ``MalformedPatternException`` does.
 """
@@ -51,6 +53,7 @@ class Stage:
     quantifier: Quantifier = field(default_factory=Quantifier)
     until: Expr | None = None
     group: "Pattern | None" = None
+    alternatives: "tuple[Pattern, ...] | None" = None  # an any_of stage: one of these patterns
 
     @property
     def is_negation(self) -> bool:
@@ -58,9 +61,23 @@ class Stage:
 
     @property
     def is_group(self) -> bool:
-        return self.group is not None
+        """A stage made of patterns (a group or an alternation) rather than one condition."""
+        return self.group is not None or self.alternatives is not None
+
+    @property
+    def is_alternation(self) -> bool:
+        return self.alternatives is not None
+
+    @property
+    def children(self) -> "tuple[Pattern, ...]":
+        """The patterns inside the stage: its group, its alternatives, or none."""
+        if self.alternatives is not None:
+            return self.alternatives
+        return (self.group,) if self.group is not None else ()
 
     def describe(self) -> str:
+        if self.alternatives is not None:
+            return f"alternation stage {self.name!r}"
         return f"group stage {self.name!r}" if self.group is not None else f"stage {self.name!r}"
 
 
@@ -80,6 +97,36 @@ class Pattern:
     def begin(cls, name: "str | Pattern", skip: AfterMatchSkipStrategy | None = None) -> "Pattern":
         """Start a pattern with a stage called ``name`` (or with a group pattern)."""
         return cls((), None, skip)._append(name, BEGIN)
+
+    @classmethod
+    def any_of(cls, *alternatives: "Pattern") -> "Pattern":
+        """A stage that matches any one of ``alternatives`` (alternation, SQL's ``|``), usable
+        wherever a group pattern is: ``p.followed_by(Pattern.any_of(a, b)).one_or_more()``.
+
+        Every alternative is tried (like every other non-deterministic choice of the NFA), each
+        giving its own matches; a match's events keep their stage names, so it shows which
+        alternative matched. A stage name may repeat in different alternatives (it is then one
+        stage: one variable for conditions, aggregates and the skip strategy), not elsewhere.
+        Each alternative must take at least one event (make the whole ``any_of`` optional
+        instead), may not begin or end with a NOT stage and has no window or skip of its own."""
+        if len(alternatives) < 2:
+            raise PatternError(f"any_of() needs at least two alternatives, got {len(alternatives)}")
+        for i, alt in enumerate(alternatives):
+            what = f"any_of() alternative {i + 1}"
+            if not isinstance(alt, Pattern) or not alt.stages:
+                raise PatternError(f"{what}: expected a non-empty Pattern (e.g. Pattern.begin('a').where(...)), "
+                                   f"got {alt!r}")
+            if alt.stages[0].is_negation:
+                raise PatternError(f"{what} cannot start with a NOT stage ({alt.stages[0].describe()})")
+            if alt.stages[-1].is_negation:
+                raise PatternError(f"{what} cannot end with a NOT stage ({alt.stages[-1].describe()})")
+            if alt.window is not None or not isinstance(alt.skip_strategy, NoSkip):
+                raise PatternError(f"{what} has its own within() or skip(); set them on the whole pattern")
+            if _can_be_empty(alt):
+                raise PatternError(f"{what} can match no event (all its stages are optional); make the whole "
+                                   "any_of(...) optional instead")
+            stage_name_set(alt)  # each alternative's names are unique
+        return cls((Stage("AnyOf", BEGIN, alternatives=tuple(alternatives)),))
 
     def next(self, name: "str | Pattern") -> "Pattern":
         """Strict contiguity: the stage's event must directly follow the previous one."""
@@ -113,7 +160,10 @@ class Pattern:
                 raise PatternError(f"{connect}() takes a stage name, not a group pattern")
             if name.stages and name.stages[0].is_negation:
                 raise PatternError("a group pattern cannot start with a NOT stage")
-            stage = Stage(_group_name(self, name), connect, group=name)
+            if _bare_alternation(name):  # Pattern.any_of(...) stands as the stage itself
+                stage = replace(name.stages[0], name=_group_name(self, "AnyOf"), connect=connect)
+            else:
+                stage = Stage(_group_name(self, "GroupPattern"), connect, group=name)
         else:
             if not isinstance(name, str) or not name:
                 raise PatternError(f"a stage name must be a non-empty string, got {name!r}")
@@ -277,17 +327,23 @@ class Pattern:
 
     # ------------------------------------------------------------------ introspection
     def stage_names(self) -> list[str]:
-        """Names of the event-taking stages, groups flattened, in pattern order."""
+        """Names of the event-taking stages, groups and alternatives flattened, in pattern order
+        (a name repeated in several alternatives once, where it first appears)."""
         out: list[str] = []
         for st in self.stages:
-            out.extend(st.group.stage_names() if st.group is not None else [st.name])
+            for n in ([n for c in st.children for n in c.stage_names()] if st.is_group else [st.name]):
+                if n not in out:
+                    out.append(n)
         return out
 
     def __repr__(self) -> str:
         parts = []
         for st in self.stages:
             q = st.quantifier
-            s = f"{st.connect}({st.group!r})" if st.is_group else f"{st.connect}({st.name!r})"
+            if st.alternatives is not None:
+                s = f"{st.connect}(Pattern.any_of({', '.join(repr(a) for a in st.alternatives)}))"
+            else:
+                s = f"{st.connect}({st.group!r})" if st.group is not None else f"{st.connect}({st.name!r})"
             if st.condition is not None:
                 s += f".where({st.condition!r})"
             if q.kind == "looping":
@@ -311,9 +367,39 @@ class Pattern:
         return out
 
 
-def _group_name(outer: Pattern, group: Pattern) -> str:
+def _bare_alternation(p: Pattern) -> bool:
+    """``p`` is ``Pattern.any_of(...)`` as built (no quantifier, window or skip on it)."""
+    return (len(p.stages) == 1 and p.stages[0].is_alternation and p.stages[0].quantifier == Quantifier()
+            and p.stages[0].until is None and p.window is None and isinstance(p.skip_strategy, NoSkip))
+
+
+def _can_be_empty(p: Pattern) -> bool:
+    """Can ``p`` match without taking an event?"""
+    return all(st.is_negation or st.quantifier.optional
+               or (st.is_group and any(_can_be_empty(c) for c in st.children)) for st in p.stages)
+
+
+def stage_name_set(p: Pattern) -> set[str]:
+    """The stage names of ``p``; a name may repeat only in different alternatives of one
+    ``any_of`` (then it is one stage), else :class:`PatternError`."""
+    seen: set[str] = set()
+    for st in p.stages:
+        if st.is_alternation:
+            names = set().union(*(stage_name_set(a) for a in st.children))
+        elif st.group is not None:
+            names = stage_name_set(st.group)
+        else:
+            names = {st.name}
+        dup = seen & names
+        if dup:
+            raise PatternError(f"duplicate stage name {sorted(dup)[0]!r}: stage names must be unique (a name may "
+                               "repeat only in different alternatives of one any_of)")
+        seen |= names
+    return seen
+
+
+def _group_name(outer: Pattern, base: str) -> str:
     taken = {s.name for s in outer.stages}
-    base = "GroupPattern"
     name, i = base, 2
     while name in taken:
         name, i = f"{base}{i}", i + 1

@@ -5,7 +5,8 @@ The document is the ``pattern`` object of the conformance case format
 colcep Pattern can hold, so every conformance case's pattern loads as it is::
 
     {
-      "version": 1,                       // optional; absent = 1 (the conformance corpus)
+      "version": 2,                       // optional; absent = 1 (the conformance corpus);
+                                          // 2 adds "anyOf" (alternation)
       "key": "name",                      // optional, not part of the Pattern: the partition key
                                           // a caller should match with (load() returns it)
       "stages": [STAGE, ...],             // at least one
@@ -18,7 +19,7 @@ colcep Pattern can hold, so every conformance case's pattern loads as it is::
                                           // | skipToFirst | skipToLast (these two add "stage")
     }
     STAGE = {
-      "name": "a",                        // ignored for a group stage (colcep names groups itself)
+      "name": "a",                        // ignored for a group or anyOf stage (colcep names them)
       "connect": "begin",                 // begin (first stage only) | next | followedBy
                                           // | followedByAny | notNext | notFollowedBy
       "where": COND | null,               // null: always true
@@ -27,7 +28,10 @@ colcep Pattern can hold, so every conformance case's pattern loads as it is::
       "optional": false, "greedy": false,
       "inner": "relaxed",                 // relaxed | consecutive | allowCombinations
       "until": COND | null,
-      "group": null | {"stages": [STAGE, ...]}
+      "group": null | {"stages": [STAGE, ...]},
+      "anyOf": [{"stages": [STAGE, ...]}, ...]   // version 2, optional: an alternation stage
+                                          // (Pattern.any_of), two or more alternatives; a stage
+                                          // has "group" or "anyOf", not both
     }
     COND / EXPR (any node may stand where a value or a condition is expected):
       {"true": true}
@@ -55,7 +59,9 @@ Unknown fields are errors. Every error is a :class:`PatternJSONError` whose mess
 starts with the path of the bad field, e.g. ``stages[2].where.cmp[1]: ...``; the Pattern
 builder's own rules (``PatternError``) are reported at the stage they concern.
 
-``Pattern.to_json()`` writes version 1 with every stage field present; ``Pattern.from_json``
+``Pattern.to_json()`` writes version 1 with every stage field present, or version 2 (with
+``anyOf`` on its alternation stages only) when the pattern has an alternation, so documents
+without one still read in colcep versions that know version 1 only; ``Pattern.from_json``
 reads it back to an equal pattern (``within`` as a timedelta is written as microseconds).
 """
 from __future__ import annotations
@@ -71,7 +77,7 @@ from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLO
                       NOT_FOLLOWED_BY, NOT_NEXT, RELAXED, Pattern)
 from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
-VERSION = 1
+VERSION = 2  # the newest version read; written only for a pattern with an alternation
 
 _CONNECT_IN = {"begin": BEGIN, "next": NEXT, "followedBy": FOLLOWED_BY, "followedByAny": FOLLOWED_BY_ANY,
                "notNext": NOT_NEXT, "notFollowedBy": NOT_FOLLOWED_BY}
@@ -82,7 +88,7 @@ _SKIP_OUT = {NoSkip: "noSkip", SkipToNext: "skipToNext", SkipPastLastEvent: "ski
              SkipToFirst: "skipToFirst", SkipToLast: "skipToLast"}
 _SKIP_IN = {v: k for k, v in _SKIP_OUT.items()}
 _TOP_FIELDS = {"version", "key", "stages", "within", "within_ms", "skip"}
-_STAGE_FIELDS = {"name", "connect", "where", "quantifier", "optional", "greedy", "inner", "until", "group"}
+_STAGE_FIELDS = {"name", "connect", "where", "quantifier", "optional", "greedy", "inner", "until", "group", "anyOf"}
 
 
 class PatternJSONError(PatternError):
@@ -95,10 +101,11 @@ class PatternJSONError(PatternError):
 
 # ============================================================================ writing
 def to_dict(pattern: Pattern, key: str | None = None) -> dict:
-    """The pattern as a JSON-ready dict (schema version 1); ``key`` is stored alongside."""
+    """The pattern as a JSON-ready dict (schema version 1, or 2 with an alternation); ``key``
+    is stored alongside."""
     if not isinstance(pattern, Pattern):
         raise TypeError(f"to_dict() takes a Pattern, got {type(pattern).__name__}")
-    out: dict[str, Any] = {"version": VERSION}
+    out: dict[str, Any] = {"version": 2 if _has_alternation(pattern) else 1}
     if key is not None:
         out["key"] = key
     out["stages"] = _stages_out(pattern)
@@ -120,6 +127,10 @@ def dumps(pattern: Pattern, key: str | None = None, indent: int | None = None) -
     return json.dumps(to_dict(pattern, key), indent=indent)
 
 
+def _has_alternation(p: Pattern) -> bool:
+    return any(st.is_alternation or any(_has_alternation(c) for c in st.children) for st in p.stages)
+
+
 def _stages_out(pattern: Pattern) -> list[dict]:
     out = []
     for st in pattern.stages:
@@ -135,13 +146,16 @@ def _stages_out(pattern: Pattern) -> list[dict]:
             # times(0, n) is how Flink spells it, and the builder accepts it where optional()
             # is refused (after a greedy stage)
             qd["from"], optional = 0, False
-        out.append({
+        d = {
             "name": st.name, "connect": _CONNECT_OUT[st.connect],
             "where": None if st.condition is None else expr_to_json(st.condition),
             "quantifier": qd, "optional": optional, "greedy": q.greedy, "inner": _INNER_OUT[q.inner],
             "until": None if st.until is None else expr_to_json(st.until),
             "group": None if st.group is None else {"stages": _stages_out(st.group)},
-        })
+        }
+        if st.alternatives is not None:
+            d["anyOf"] = [{"stages": _stages_out(a)} for a in st.alternatives]
+        out.append(d)
     return out
 
 
@@ -214,7 +228,7 @@ def load(doc: "str | bytes | dict") -> tuple[Pattern, str | None]:
             raise PatternJSONError("", f"not valid JSON: {exc}") from None
     d = _obj(doc, "")
     _no_unknown(d, _TOP_FIELDS, "")
-    version = d.get("version", VERSION)
+    version = d.get("version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise PatternJSONError("version", f"expected a positive integer, got {version!r}")
     if version > VERSION:
@@ -224,7 +238,7 @@ def load(doc: "str | bytes | dict") -> tuple[Pattern, str | None]:
         raise PatternJSONError("key", f"expected a column name or null, got {key!r}")
     if "stages" not in d:
         raise PatternJSONError("stages", "missing")
-    p = _chain(d["stages"], "stages")
+    p = _chain(d["stages"], "stages", version)
     if "within" in d and "within_ms" in d and d["within"] is not None and d["within_ms"] is not None:
         raise PatternJSONError("within_ms", "give either 'within' or 'within_ms', not both")
     for fld in ("within", "within_ms"):
@@ -302,12 +316,12 @@ def _skip(sk: Any, path: str) -> AfterMatchSkipStrategy:
     return cls()
 
 
-def _chain(stages: Any, path: str) -> Pattern:
+def _chain(stages: Any, path: str, version: int) -> Pattern:
     if not isinstance(stages, list) or not stages:
         raise PatternJSONError(path, f"expected a non-empty list of stages, got {_show(stages)}")
     p: Pattern | None = None
     for i, st in enumerate(stages):
-        p = _stage(p, st, _join(path, i))
+        p = _stage(p, st, _join(path, i), version)
     assert p is not None
     return p
 
@@ -321,7 +335,7 @@ def _bool(d: dict, name: str, path: str) -> bool:
     return v
 
 
-def _stage(p: Pattern | None, st: Any, path: str) -> Pattern:
+def _stage(p: Pattern | None, st: Any, path: str, version: int) -> Pattern:
     st = _obj(st, path)
     _no_unknown(st, _STAGE_FIELDS, path)
     connect = st.get("connect", "begin" if p is None else None)
@@ -331,11 +345,25 @@ def _stage(p: Pattern | None, st: Any, path: str) -> Pattern:
     if (p is None) != (connect == "begin"):
         raise PatternJSONError(_join(path, "connect"), "the first stage connects with 'begin', and only the first"
                                if p is None else "'begin' is only for the first stage")
-    group = st.get("group")
-    if group is not None:
+    group, any_of = st.get("group"), st.get("anyOf")
+    if any_of is not None:
+        apath = _join(path, "anyOf")
+        if version < 2:
+            raise PatternJSONError(apath, 'an alternation needs "version": 2')
+        if group is not None:
+            raise PatternJSONError(apath, "a stage is a group or an alternation, not both")
+        if not isinstance(any_of, list):
+            raise PatternJSONError(apath, f"expected a list of alternatives, got {_show(any_of)}")
+        alts = []
+        for i, a in enumerate(any_of):
+            a = _obj(a, _join(apath, i))
+            _no_unknown(a, {"stages"}, _join(apath, i))
+            alts.append(_chain(a.get("stages"), _join(_join(apath, i), "stages"), version))
+        target: "str | Pattern" = _call(apath, Pattern.any_of, *alts)
+    elif group is not None:
         g = _obj(group, _join(path, "group"))
         _no_unknown(g, {"stages"}, _join(path, "group"))
-        target: "str | Pattern" = _chain(g.get("stages"), _join(_join(path, "group"), "stages"))
+        target = _chain(g.get("stages"), _join(_join(path, "group"), "stages"), version)
     else:
         target = st.get("name")
         if not isinstance(target, str) or not target:

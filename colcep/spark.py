@@ -379,8 +379,8 @@ def _pattern_columns(pattern: Pattern) -> dict[str, list[str]]:
 
     def walk(p: Pattern) -> None:
         for st in p.stages:
-            if st.group is not None:
-                walk(st.group)
+            for child in st.children:
+                walk(child)
             for e in (st.condition, st.until):
                 if isinstance(e, Expr):
                     for c in sorted(e.columns()):

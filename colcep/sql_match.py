@@ -22,8 +22,14 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   in ``time_unit`` or an Arrow timestamp), then tie breakers.
 - ``PATTERN``: variables with ``* + ? {n} {n,} {n,m} {,m}``, each greedy or reluctant (``+?``);
   parenthesised groups (colcep group patterns; a group's quantifier must be reluctant or exact,
-  Flink CEP has no greedy groups). Not supported: alternation ``|``, ``PERMUTE``, ``{- -}``,
-  anchors, the reluctant optional ``??`` (as in Flink), patterns that can match no row.
+  Flink CEP has no greedy groups); alternation ``A B | C`` (``Pattern.any_of``, beyond Flink SQL;
+  at top level and in groups, quantified as groups are; a variable may repeat in different
+  alternatives) and ``PERMUTE(A, B, C)``, the alternation of every order in lexicographic order
+  of the listed terms (the standard's preference). Every alternative is tried; under a skip the
+  match completing first wins, the left one among matches on the same rows (SQL's preferment
+  would take the left alternative even when it completes later). Not supported: ``{- -}``,
+  anchors, the reluctant optional ``??`` (as in Flink), patterns or alternatives that can match
+  no row.
 - ``WITHIN INTERVAL '10' SECOND`` (Flink's extension): the match's window.
 - ``DEFINE``: per variable a condition (a variable without one matches every row). ``X.col``
   in ``X``'s own condition is the current row; ``Y.col`` of another variable is its last row
@@ -62,6 +68,7 @@ DataFrame as the table runs the query on Spark (:mod:`colcep.spark_sql`);
 """
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -154,6 +161,7 @@ seq: term+
 term: primary quant?
 ?primary: NAME                       -> var
         | "(" alt ")"                -> group
+        | PERMUTE "(" alt ("," alt)* ")" -> permute
 quant: base RELUCTANT?
 base: STAR | PLUS | QMARK | RANGE
 STAR: "*"
@@ -161,6 +169,7 @@ PLUS: "+"
 QMARK: "?"
 RELUCTANT: "?"
 RANGE: /\{\s*\d*\s*(,\s*\d*\s*)?\}/
+PERMUTE.2: /PERMUTE(?=\s*\()/i
 NAME: /[A-Za-z_][A-Za-z_0-9]*/ | /"[^"]+"/
 %import common.WS
 %ignore WS
@@ -175,20 +184,34 @@ def _pattern_parser():
 
 @dataclass
 class _Item:
-    kind: str                 # var | group
+    kind: str                 # var | group | alt
     name: str | None
-    items: "list[_Item] | None"
+    items: "list[_Item] | None"   # a group's elements
     lo: int = 1
     hi: int | None = 1
     reluctant: bool = False
     text: str = ""
+    alts: "list[list[_Item]] | None" = None  # an alternation's branches
+
+    def variables(self) -> list[str]:
+        """The variables in this item, in pattern order, each once."""
+        if self.kind == "var":
+            return [self.name]
+        out: list[str] = []
+        for branch in (self.alts if self.kind == "alt" else [self.items or []]):
+            for it in branch:
+                out.extend(v for v in it.variables() if v not in out)
+        return out
+
+
+MAX_PERMUTE = 5  # PERMUTE of n terms is an alternation of n! sequences
 
 
 def _parse_pattern(text: str) -> list[_Item]:
     from lark import Tree
     from lark.exceptions import UnexpectedInput
     t = text.strip()
-    for bad, what in (("{-", "exclusion {- -}"), ("PERMUTE", "PERMUTE"), ("^", "the anchor ^"), ("$", "the anchor $")):
+    for bad, what in (("{-", "exclusion {- -}"), ("^", "the anchor ^"), ("$", "the anchor $")):
         if bad in t.upper():
             raise _err("PATTERN", bad, f"{what} is not supported")
     try:
@@ -199,8 +222,9 @@ def _parse_pattern(text: str) -> list[_Item]:
                    f"({t})") from None
 
     def seq(node) -> list[_Item]:
-        if isinstance(node, Tree) and node.data == "alt":
-            raise _err("PATTERN", "|", "alternation is not supported (a colcep pattern has no branches)")
+        if isinstance(node, Tree) and node.data == "alt":   # A B | C: an alternation item
+            branches = [seq(c) for c in node.children]
+            return [_Item("alt", None, None, text="(" + " | ".join(_text(b) for b in branches) + ")", alts=branches)]
         terms = [term(c) for c in node.children] if isinstance(node, Tree) and node.data == "seq" else [term(node)]
         out = []
         for it in terms:     # a group without a quantifier is its elements
@@ -215,8 +239,14 @@ def _parse_pattern(text: str) -> list[_Item]:
         if prim.data == "var":
             name = str(prim.children[0]).strip('"')
             it = _Item("var", name, None, text=name)
+        elif prim.data == "permute":
+            it = permute([seq(c) for c in prim.children[1:]])
         else:
-            it = _Item("group", None, seq(prim.children[0]), text="(...)")
+            inner = seq(prim.children[0])
+            if len(inner) == 1 and inner[0].kind == "alt":   # (A | B): the alternation itself
+                it = inner[0]
+            else:
+                it = _Item("group", None, inner, text="(" + _text(inner) + ")")
         if q is not None:
             b = str(q.children[0].children[0])
             it.reluctant = len(q.children) > 1 and q.children[1] is not None
@@ -242,11 +272,28 @@ def _parse_pattern(text: str) -> list[_Item]:
             it.text += b + ("?" if it.reluctant else "")
         return it
 
+    def permute(terms: list[list[_Item]]) -> _Item:
+        """PERMUTE(X, Y, ...): the alternation of the terms' orders, in the lexicographic order
+        of their positions (the SQL standard's preference order)."""
+        text = "PERMUTE(" + ", ".join(_text(t) for t in terms) + ")"
+        if len(terms) > MAX_PERMUTE:
+            raise _err("PATTERN", text, f"PERMUTE of more than {MAX_PERMUTE} terms ({len(terms)}! orders) is not "
+                       "supported")
+        if len(terms) == 1:
+            return _Item("group", None, terms[0], text=text)
+        branches = [[x for t in order for x in t] for order in itertools.permutations(terms)]
+        return _Item("alt", None, None, text=text, alts=branches)
+
     return seq(tree)
 
 
+def _text(items: list[_Item]) -> str:
+    return " ".join(it.text for it in items)
+
+
 def _can_be_empty(items: list[_Item]) -> bool:
-    return all(it.lo == 0 or (it.kind == "group" and _can_be_empty(it.items or [])) for it in items)
+    return all(it.lo == 0 or (it.kind == "group" and _can_be_empty(it.items or []))
+               or (it.kind == "alt" and any(_can_be_empty(b) for b in it.alts or [])) for it in items)
 
 
 def _build_pattern(items: list[_Item], conds: dict[str, Expr], seen: list[str]) -> Pattern:
@@ -254,9 +301,19 @@ def _build_pattern(items: list[_Item], conds: dict[str, Expr], seen: list[str]) 
     for it in items:
         if it.kind == "var":
             if it.name in seen:
-                raise _err("PATTERN", it.name, "a variable can appear only once in the pattern (as in Flink)")
+                raise _err("PATTERN", it.name, "a variable can appear only once in the pattern, or once in each "
+                           "alternative of an alternation")
             seen.append(it.name)
             target: "str | Pattern" = it.name
+        elif it.kind == "alt":
+            alts = []
+            for branch in it.alts or []:
+                if _can_be_empty(branch):
+                    raise _err("PATTERN", it.text, f"the alternative ({_text(branch)}) can match no row; make the "
+                               "whole alternation optional instead, e.g. (A | B)?")
+                alts.append(_build_pattern(branch, conds, list(seen)))
+            seen.extend(v for v in it.variables() if v not in seen)
+            target = Pattern.any_of(*alts)
         else:
             if _can_be_empty(it.items or []):
                 raise _err("PATTERN", it.text, "a group that can match no row is not supported")
@@ -284,9 +341,10 @@ def _quantify(p: Pattern, it: _Item) -> Pattern:
         if it.reluctant:
             raise _err("PATTERN", it.text, "the reluctant optional quantifier ?? is not supported (as in Flink)")
         return p.optional()
-    if it.kind == "group" and greedy and lo != hi:
-        raise _err("PATTERN", it.text, "a greedy quantifier on a group is not supported (Flink CEP has no greedy "
-                   "group patterns); make it reluctant, e.g. (A B)+?")
+    if it.kind != "var" and greedy and lo != hi:
+        what, eg = ("an alternation", "(A | B)+?") if it.kind == "alt" else ("a group", "(A B)+?")
+        raise _err("PATTERN", it.text, f"a greedy quantifier on {what} is not supported (Flink CEP has no greedy "
+                   f"group patterns); make it reluctant, e.g. {eg}")
     if hi is None:
         if lo <= 1:
             p = p.one_or_more()
@@ -687,13 +745,8 @@ def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
     items = _parse_pattern(pnode.name)
     variables: list[str] = []
 
-    def collect(its):
-        for it in its:
-            if it.kind == "var":
-                variables.append(it.name)
-            else:
-                collect(it.items)
-    collect(items)
+    for it in items:
+        variables.extend(v for v in it.variables() if v not in variables)
     if _can_be_empty(items):
         raise _err("PATTERN", pnode.name, "a pattern that can match no row is not supported (as in Flink)")
     # AFTER MATCH SKIP

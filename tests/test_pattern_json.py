@@ -17,7 +17,8 @@ def pkey(p: cc.Pattern):
     """A structural key of a pattern (Expr overloads ==, so compare keys)."""
     def stages(pat):
         return tuple((s.name, s.connect, None if s.condition is None else s.condition.key(), s.quantifier,
-                      None if s.until is None else s.until.key(), None if s.group is None else stages(s.group))
+                      None if s.until is None else s.until.key(), None if s.group is None else stages(s.group),
+                      None if s.alternatives is None else tuple(stages(a) for a in s.alternatives))
                      for s in pat.stages)
     w = None if p.window is None else parse_duration(p.window)
     return (stages(p), w if isinstance(w, (int, type(None))) else round(w * 1e9), p.skip_strategy)  # ns
@@ -85,6 +86,40 @@ def conditions(draw, stages, depth=0):
 
 
 @st.composite
+def alternation(draw, p, i, names):
+    """``p`` followed by an any_of of 2-3 short alternatives (names may repeat across them),
+    maybe quantified; the alternatives' names are added to ``names``."""
+    alts = []
+    for j in range(draw(st.integers(2, 3))):
+        q = None
+        for m in range(draw(st.integers(1, 2))):
+            nm = draw(st.sampled_from([f"a{i}_{j}_{m}", f"a{i}_shared{m}"]))
+            q = cc.Pattern.begin(nm) if q is None else getattr(q, draw(st.sampled_from(CONNECTS)))(nm)
+            q = q.where(draw(conditions(names + [nm])))
+        alts.append(q)
+    alt = cc.Pattern.any_of(*alts)
+    if draw(st.booleans()):  # nested: an alternation as an alternative
+        alt = cc.Pattern.any_of(alt, cc.Pattern.begin(f"a{i}_n").where(draw(conditions(names))))
+    p = getattr(p, draw(st.sampled_from(CONNECTS)))(alt)
+    q = draw(st.sampled_from([None, "one_or_more", "times", "optional"]))
+    if q == "one_or_more":
+        p = p.one_or_more()
+        if draw(st.booleans()):
+            p = p.until(draw(conditions(names)))
+    elif q == "times":
+        p = p.times(draw(st.integers(1, 2)), 3)
+    elif q == "optional" and not (len(p.stages) > 1 and p.stages[-2].quantifier.greedy):
+        p = p.optional()
+    if q in ("one_or_more", "times") and draw(st.booleans()):
+        p = p.consecutive()
+    names.extend(n for n in p.stage_names() if n not in names)
+    return p
+
+
+CONNECTS = ["next", "followed_by", "followed_by_any"]
+
+
+@st.composite
 def api_patterns(draw):
     """Patterns built with the Python API, beyond the corpus grammar (is_in, is_null, string and
     null literals, multi-stage aggregates, duration windows)."""
@@ -92,6 +127,9 @@ def api_patterns(draw):
     p, names = None, []
     for i in range(n):
         name = f"s{i}"
+        if p is not None and draw(st.integers(0, 3)) == 0:
+            p = draw(alternation(p, i, names))
+            continue
         if p is None:
             p = cc.Pattern.begin(name)
         else:
@@ -140,6 +178,27 @@ def test_random_api_patterns_round_trip(p):
     assert pkey(q) == pkey(p)
     assert q.to_json() == text
     assert pkey(cc.Pattern.from_json(json.loads(text))) == pkey(p)     # dict or text
+
+
+def test_alternation_round_trip_and_version():
+    x = cc.Pattern.begin("x").where(cc.col("price") > 1)
+    y = cc.Pattern.begin("y").where(cc.col("price") < 0).followed_by("x").where(cc.col("volume") > 5)
+    p = cc.Pattern.begin("a").followed_by(cc.Pattern.any_of(x, y)).times(1, 2).consecutive().next("b").within("1h")
+    d = json.loads(p.to_json())
+    assert d["version"] == 2
+    alt = d["stages"][1]
+    assert [[s["name"] for s in a["stages"]] for a in alt["anyOf"]] == [["x"], ["y", "x"]]
+    assert alt["anyOf"][1]["stages"][1]["connect"] == "followedBy" and alt["group"] is None
+    assert alt["quantifier"] == {"type": "times", "from": 1, "to": 2} and alt["inner"] == "consecutive"
+    assert "anyOf" not in d["stages"][0]
+    back = cc.Pattern.from_json(d)
+    assert pkey(back) == pkey(p) and back.stage_names() == ["a", "x", "y", "b"]
+    # a pattern without alternation is still written as version 1, readable by older colcep
+    assert json.loads(x.to_json())["version"] == 1 and "anyOf" not in json.loads(x.to_json())["stages"][0]
+    # a document can start with an alternation
+    top = cc.Pattern.from_json({"version": 2, "stages": [{"name": "any", "anyOf": [{"stages": [{"name": "x"}]},
+                                                                                   {"stages": [{"name": "y"}]}]}]})
+    assert pkey(top) == pkey(cc.Pattern.any_of(cc.Pattern.begin("x"), cc.Pattern.begin("y")))
 
 
 def test_group_pattern_round_trip():
@@ -205,6 +264,7 @@ def test_matches_agree_with_the_builder():
 
 # ----------------------------------------------------------------------------- errors name the path
 BASE = [{"name": "a", "connect": "begin"}, {"name": "b", "connect": "next"}]
+ALT = {"name": "g", "connect": "next", "anyOf": [{"stages": [{"name": "x"}]}, {"stages": [{"name": "y"}]}]}
 
 
 @pytest.mark.parametrize("doc, path, message", [
@@ -231,7 +291,19 @@ BASE = [{"name": "a", "connect": "begin"}, {"name": "b", "connect": "next"}]
                            "group": {"stages": [{"name": "x"}, {"name": "y", "connect": "nxt"}]}}]},
      "stages[1].group.stages[1].connect", "unknown connect"),
     ({"stages": BASE, "within": "10 parsecs"}, "within", "invalid window"),
-    ({"stages": BASE, "version": 2}, "version", "newer"),
+    ({"stages": BASE, "version": 3}, "version", "newer"),
+    ({"stages": BASE + [ALT]}, "stages[2].anyOf", 'an alternation needs "version": 2'),
+    ({"version": 2, "stages": BASE + [dict(ALT, anyOf=[{"stages": [{"name": "x"}]}])]}, "stages[2].anyOf",
+     "at least two alternatives"),
+    ({"version": 2, "stages": BASE + [dict(ALT, group={"stages": [{"name": "z"}]})]}, "stages[2].anyOf",
+     "a group or an alternation, not both"),
+    ({"version": 2, "stages": BASE + [dict(ALT, anyOf=[{"stages": [{"name": "x"}]},
+                                                       {"stages": [{"name": "y"}, {"name": "z", "connect": "nxt"}]}])]},
+     "stages[2].anyOf[1].stages[1].connect", "unknown connect"),
+    ({"version": 2, "stages": BASE + [dict(ALT, anyOf=[{"stages": [{"name": "x"}]}, {"stagez": []}])]},
+     "stages[2].anyOf[1].stagez", "unknown field"),
+    ({"version": 2, "stages": BASE + [dict(ALT, where={"true": True})]}, "stages[2].where",
+     "not applicable to a group pattern (alternation stage"),
     ({"stages": []}, "stages", "non-empty list"),
     ({"stages": BASE, "extra": 1}, "extra", "unknown field"),
     ([1, 2], "<document>", "expected an object"),

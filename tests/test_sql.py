@@ -155,11 +155,14 @@ def test_doc_skip_to_first_of_the_first_variable_is_refused():
 def pkey(p):
     def stages(pat):
         return tuple((s.name, s.connect, None if s.condition is None else s.condition.key(), s.quantifier,
-                      None if s.group is None else stages(s.group)) for s in pat.stages)
+                      None if s.group is None else stages(s.group),
+                      None if s.alternatives is None else tuple(stages(a) for a in s.alternatives))
+                     for s in pat.stages)
     return stages(p), p.window, p.skip_strategy
 
 
 COLS = ["symbol", "rowtime", "price", "tax"]
+ANY, B = cc.Pattern.any_of, cc.Pattern.begin
 
 
 def mr(pattern, define="", after="AFTER MATCH SKIP PAST LAST ROW", within=""):
@@ -184,6 +187,22 @@ def mr(pattern, define="", after="AFTER MATCH SKIP PAST LAST ROW", within=""):
     ("A (B C)+? D", cc.Pattern.begin("A").next(cc.Pattern.begin("B").next("C")).one_or_more().consecutive()
      .next("D")),
     ("A (B C){2} D", cc.Pattern.begin("A").next(cc.Pattern.begin("B").next("C")).times(2).consecutive().next("D")),
+    # alternation: colcep's any_of, strict like every SQL concatenation; PERMUTE: the orders
+    ("A (B | C) D", cc.Pattern.begin("A").next(ANY(B("B"), B("C"))).next("D")),
+    ("A | B C", cc.Pattern.begin(ANY(B("A"), B("B").next("C")))),
+    ("(A | B C) D", cc.Pattern.begin(ANY(B("A"), B("B").next("C"))).next("D")),
+    ("A (B | C D)+? E", cc.Pattern.begin("A").next(ANY(B("B"), B("C").next("D"))).one_or_more().consecutive()
+     .next("E")),
+    ("A (B | C){2} D", cc.Pattern.begin("A").next(ANY(B("B"), B("C"))).times(2).consecutive().next("D")),
+    ("A (B | C)? D", cc.Pattern.begin("A").next(ANY(B("B"), B("C"))).optional().next("D")),
+    ("A (B | (C | D) E)", cc.Pattern.begin("A").next(ANY(B("B"), cc.Pattern.begin(ANY(B("C"), B("D"))).next("E")))),
+    ("(A B | A C+)", cc.Pattern.begin(ANY(B("A").next("B"), B("A").next("C").one_or_more().consecutive().greedy()))),
+    ("PERMUTE(A, B, C)", cc.Pattern.begin(ANY(*(B(x).next(y).next(z) for x, y, z in
+                                               ("ABC", "ACB", "BAC", "BCA", "CAB", "CBA"))))),
+    ("X PERMUTE(A, B+) Y", cc.Pattern.begin("X").next(ANY(B("A").next("B").one_or_more().consecutive().greedy(),
+                                                          B("B").one_or_more().consecutive().greedy().next("A")))
+     .next("Y")),
+    ("PERMUTE(A)", cc.Pattern.begin("A")),
 ])
 def test_pattern_quantifiers(pattern, want):
     got = compile_query(mr(pattern), COLS)
@@ -220,6 +239,14 @@ def test_within(within, window):
 def test_define_conditions(define, cond_b):
     got = compile_query(mr("A B+", define=define), COLS)
     assert got.stages[1].condition.key() == cond_b.key()
+
+
+def test_define_applies_to_every_occurrence_of_a_variable_in_alternatives():
+    got = compile_query(mr("(A B | B A)", define="A AS A.price > 10, B AS B.price < A.price"), COLS)
+    ab, ba = got.stages[0].alternatives
+    cond_b = col("price") < last("price", of="A")
+    assert ab.stages[1].condition.key() == ba.stages[0].condition.key() == cond_b.key()
+    assert ab.stages[0].condition.key() == ba.stages[1].condition.key() == (col("price") > 10).key()
 
 
 def random_ticks(n=3000, seed=5):
@@ -443,15 +470,24 @@ def test_no_match_gives_an_empty_table_with_the_columns():
 
 # ----------------------------------------------------------------------------- errors name the clause and the token
 @pytest.mark.parametrize("query, message", [
-    ("SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime PATTERN (A | B))",
-     "PATTERN: alternation is not supported"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A (B | C?) D))",
+     "PATTERN: the alternative (C?) can match no row; make the whole alternation optional instead, e.g. (A | B)? "
+     "(at '(B | C?)')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A (B | C)+ D))",
+     "PATTERN: a greedy quantifier on an alternation is not supported (Flink CEP has no greedy group patterns); "
+     "make it reluctant, e.g. (A | B)+? (at '(B | C)+')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A (B | A)))",
+     "PATTERN: a variable can appear only once in the pattern, or once in each alternative of an alternation "
+     "(at 'A')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (PERMUTE(A, B, C, D, E, F)))",
+     "PATTERN: PERMUTE of more than 5 terms (6! orders) is not supported (at 'PERMUTE(A, B, C, D, E, F)')"),
+    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A | B*))", "PATTERN: a pattern that can match no row"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B??))", "PATTERN: the reluctant optional"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A*))", "PATTERN: a pattern that can match no row"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A (B C)+ D))",
      "PATTERN: a greedy quantifier on a group is not supported (Flink CEP has no greedy group patterns); make it "
-     "reluctant, e.g. (A B)+? (at '(...)+')"),
+     "reluctant, e.g. (A B)+? (at '(B C)+')"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (A B A))", "PATTERN: a variable can appear only once"),
-    ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime PATTERN (PERMUTE(A, B)))", "PATTERN: PERMUTE is not supported"),
     ("SELECT * FROM T MATCH_RECOGNIZE (PATTERN (A B))", "ORDER BY: MATCH_RECOGNIZE needs ORDER BY"),
     ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime DESC PATTERN (A B))", "ORDER BY: the time column must be in "
      "ascending order"),
@@ -496,21 +532,22 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
     MEASURES FIRST(UP.ts) AS start_ts, LAST(UP.price) AS top, COUNT(UP.price) AS ups, DOWN.price AS dropped_to,
              MATCH_NUMBER() AS n, CLASSIFIER() AS cls, PREV(UP.price) AS before_top
     {rows} AFTER MATCH SKIP PAST LAST ROW
-    PATTERN (UP{{2,}} DOWN) WITHIN INTERVAL '1' SECOND
+    PATTERN ({pattern}) WITHIN INTERVAL '1' SECOND
     DEFINE UP AS UP.price > PREV(UP.price), DOWN AS DOWN.price < 0.9995 * UP.price)"""
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("partition, rows", [("PARTITION BY name", ""), ("PARTITION BY name", "ALL ROWS PER MATCH"),
-                                             ("", "")])
-def test_spark_equals_in_process(partition, rows):
+@pytest.mark.parametrize("partition, rows, pattern", [
+    ("PARTITION BY name", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "UP{2,} DOWN"),
+    ("", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "PERMUTE(UP{2,}?, DOWN) | UP DOWN{2}")])
+def test_spark_equals_in_process(partition, rows, pattern):
     from colcep.spark import local_session
     from colcep.spark_sql import sql as spark_sql
     from colcep.ticks import make_ticks
 
     spark = local_session(2)
     ticks = make_ticks(20_000 if partition else 3_000, symbols=10 if partition else 1, seed=4)
-    q = SPARK_QUERY.format(partition=partition, rows=rows)
+    q = SPARK_QUERY.format(partition=partition, rows=rows, pattern=pattern)
     want = cc.sql(q, ticks=ticks)
     df = spark.createDataFrame(ticks).repartition(3)
     got = spark_sql(q, ticks=df)
@@ -522,3 +559,73 @@ def test_spark_equals_in_process(partition, rows):
     df.createOrReplaceTempView("ticks")
     assert spark_sql(q, spark).count() == want.num_rows
     assert cc.sql(q, ticks=df).count() == want.num_rows
+
+
+# ----------------------------------------------------------------------------- alternation and PERMUTE, end to end
+ALT_Q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+    MEASURES CLASSIFIER() AS cls, MATCH_NUMBER() AS n
+    ALL ROWS PER MATCH {after}
+    PATTERN ({pattern}) WITHIN INTERVAL '5' SECOND
+    DEFINE UP AS UP.price > PREV(price), DOWN AS DOWN.price < PREV(price), BIG AS BIG.volume > 1000{small})"""
+
+
+def _sql_matches(out):
+    rows = out.column("rowtime").to_pylist()
+    by = {}
+    for s, n, c, t in zip(out.column("symbol").to_pylist(), out.column("n").to_pylist(), out.column("cls").to_pylist(),
+                          rows):
+        by.setdefault((s, n), []).append((c, t))
+    return sorted(tuple(sorted(v, key=lambda e: (e[1], e[0]))) for v in by.values())
+
+
+def _hand_matches(data, p):
+    ref = cc.match(data, p, key="symbol", time="rowtime", columns=["rowtime"])
+    by = {}
+    for m, s, t in zip(ref.column("match_id").to_pylist(), ref.column("stage").to_pylist(),
+                       ref.column("rowtime").to_pylist()):
+        by.setdefault(m, []).append((s, t))
+    return sorted(tuple(sorted(v, key=lambda e: (e[1], e[0]))) for v in by.values())
+
+
+@pytest.mark.parametrize("after, skip", [("AFTER MATCH SKIP PAST LAST ROW", cc.SkipPastLastEvent()),
+                                         ("AFTER MATCH SKIP TO NEXT ROW", cc.SkipToNext()),
+                                         ("AFTER MATCH SKIP TO LAST UP", cc.SkipToLast("UP"))])
+@pytest.mark.parametrize("pattern", ["BIG (UP DOWN | DOWN{2,3}?) SMALL", "PERMUTE(UP, DOWN, BIG)",
+                                     "(UP | DOWN)+? BIG", "BIG PERMUTE(UP+?, DOWN) | DOWN{3}"])
+def test_alternation_and_permute_equal_hand_written_patterns(pattern, after, skip):
+    data = random_ticks(4000, seed=7)
+    prev = cc.prev(col("price"), 1)
+    up = lambda name="UP": B(name).where(col("price") > prev)                  # noqa: E731
+    down = lambda name="DOWN": B(name).where(col("price") < prev)              # noqa: E731
+    big = lambda name="BIG": B(name).where(col("volume") > 1000)               # noqa: E731
+    hand = {
+        "BIG (UP DOWN | DOWN{2,3}?) SMALL": big().next(ANY(up().next(down()), down().times(2, 3).consecutive()))
+                                               .next(B("SMALL").where(col("volume") < 500)),
+        "PERMUTE(UP, DOWN, BIG)": B(ANY(*(x().next(y()).next(z()) for x, y, z in
+                                          [(up, down, big), (up, big, down), (down, up, big), (down, big, up),
+                                           (big, up, down), (big, down, up)]))),
+        "(UP | DOWN)+? BIG": B(ANY(up(), down())).one_or_more().consecutive().next(big()),
+        "BIG PERMUTE(UP+?, DOWN) | DOWN{3}": B(ANY(
+            big().next(ANY(up().one_or_more().consecutive().next(down()),
+                           down().next(up().one_or_more().consecutive()))),
+            down().times(3).consecutive().greedy())),
+    }[pattern].within("5s").skip(skip)
+    small = ", SMALL AS SMALL.volume < 500" if "SMALL" in pattern else ""
+    got = _sql_matches(cc.sql(ALT_Q.format(pattern=pattern, after=after, small=small), T=data))
+    want = _hand_matches(data, hand)
+    assert len(want) > 20 and got == want
+
+
+def test_sql_alternation_prefers_the_match_completing_first():
+    """colcep's rule, not SQL's preferment: with SKIP PAST LAST ROW the match that completes first
+    wins even when a left alternative would complete later; at the same row the left one wins."""
+    t = ticker([5, 6, 7, 8, 9])
+    q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+             MEASURES CLASSIFIER() AS cls, COUNT(*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+             PATTERN ({p}) DEFINE A AS price > 0)"""
+    assert cc.sql(q.format(p="A B C | A B"), T=t).column("n").to_pylist() == [2, 2]
+    assert cc.sql(q.format(p="A | B"), T=t).column("cls").to_pylist() == ["A"] * 5
+    assert cc.sql(q.format(p="B | A"), T=t).column("cls").to_pylist() == ["B"] * 5
+    # PERMUTE(B, A) is (B A | A B): on rows both fit, B A (listed first) is preferred, as in SQL
+    assert cc.sql(q.format(p="PERMUTE(B, A)"), T=t).column("cls").to_pylist() == ["A", "A"]
+    assert cc.sql(q.format(p="PERMUTE(A, B)"), T=t).column("cls").to_pylist() == ["B", "B"]
