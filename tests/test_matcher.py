@@ -230,6 +230,7 @@ def test_first_compile_is_announced_once_per_process(monkeypatch, capsys):
     p = cc.Pattern.begin("a").where(col("x") > 1)
     monkeypatch.setattr(cache, "kernels_cold", lambda: True)
     monkeypatch.setattr(cache, "_checked", False)
+    monkeypatch.setattr(cache, "notice", True)  # (the CLI's tests turn it off: the CLI says it itself)
     cc.match(t, p, time="ts", time_unit="ms")
     cc.match(t, p, time="ts", time_unit="ms")
     err = capsys.readouterr().err
