@@ -363,7 +363,7 @@ def sink_table(out: Path) -> pa.Table:
     return pa.concat_tables(tables) if tables else pa.table({})
 
 
-def run_job(tmp: Path, name: str, kill: str | None = None, timeout: int = 300) -> int:
+def run_job(tmp: Path, name: str, kill: str | None = None, timeout: int = 900) -> int:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     args = [sys.executable, __file__, "job", str(tmp / "in"), str(tmp / name)]
     if kill:
