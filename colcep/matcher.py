@@ -612,7 +612,8 @@ class Matcher:
         flag, tts = (np.empty(n_events, np.int64), np.empty(n_events, np.int64)) if self.timeouts else (None, None)
         parts = [n_matches * j // T for j in range(T + 1)]  # each thread fills a contiguous part
         interrupt.call_all([partial(shd.place, found, at, first, a, b, st.matches_out, rows, stages, ids, keys, flag,
-                                    tts) for a, b in zip(parts, parts[1:])], stop=stop, parallel=n_events >= shd.PARALLEL_MIN_ROWS)
+                                    tts) for a, b in zip(parts, parts[1:])],
+                           stop=stop, parallel=n_events >= shd.PARALLEL_MIN_ROWS)
         return rows, stages, ids, keys, None if flag is None else flag.astype(bool), tts, n_matches
 
     # ------------------------------------------------------------------ output

@@ -7,13 +7,13 @@ once (the kernels release the GIL). Everything else stays in the one ``MatcherSt
 string codes, time checks, history, the rows kept for the output, event-time buffering, the
 counters that number rows and matches.
 
-A shard's kernel call gets the whole batch's columns and an ``order`` listing only its own
-rows (batch positions), so the rows and matches it writes are stream positions as in one
-thread. Each shard orders its matches for output (``emitted``), a merge finds their places
+A shard finds its own rows (``run_shard``); a kernel call gets the batch's columns over the
+span of its rows and an ``order`` listing only those, so the rows and matches it writes are
+stream positions as in one thread. Each shard orders its matches for output (``emitted``), a merge finds their places
 among all shards' (``places``: by emitting row, then key, as one thread emits them) and the
 threads copy the events there (``place``), each a contiguous part: the output is the same for
-any thread count. ``merged`` / ``split`` convert between shards and the
-one-thread layout (snapshots are always written in that layout).
+any thread count. ``merged`` / ``split`` convert between shards and the one-thread layout
+(snapshots are always written in that layout).
 """
 from __future__ import annotations
 
@@ -229,12 +229,12 @@ def place(found: list[Emitted], at: list[np.ndarray], first: list[np.ndarray], l
     events ``first``, per shard) into the merged per-event arrays, match ids from ``first_id``.
     Threads fill disjoint ranges, each a contiguous part of the arrays (so they never write to
     the same cache lines); a shard's matches in a range are a slice of its own, in order."""
-    for e, place, start in zip(found, at, first):
-        i0, i1 = (int(x) for x in np.searchsorted(place, [lo, hi]))
+    for e, where, start in zip(found, at, first):
+        i0, i1 = (int(x) for x in np.searchsorted(where, [lo, hi]))
         if i0 == i1:
             continue
         m_off, e_row, e_stage = e.out[4], e.out[5], e.out[6]
-        karr.place_events(start, e.order, m_off, e_row, e_stage, place + first_id, e.keys, rows, stages, ids, keys,
+        karr.place_events(start, e.order, m_off, e_row, e_stage, where + first_id, e.keys, rows, stages, ids, keys,
                           i0, i1)
         if flag is not None:
             karr.place_events(start, e.order, m_off, e_row, e_stage, e.flag, e.tts, rows, stages, flag, tts, i0, i1)
