@@ -47,6 +47,7 @@ DEFAULT_TIME_UNIT = "ms"  # an integer time column's unit when time_unit is not 
 RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")  # colcep's output columns
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
+SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
 
 
@@ -590,7 +591,7 @@ class Matcher:
             k = shd.n_local(n_keys, s, T)
             sh.ensure_keys(k)
             calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
-                                 max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
+                                 max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
                                  max(1024, max_nodes - (sum(live) - live[s])), row0, ts, masks, cols, start_mask))
         results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS)
         failed = [(res[3], int(res[3][1]) * T + s) for s, res in enumerate(results) if res[3][0] != OK]
