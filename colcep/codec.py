@@ -39,7 +39,8 @@ from .errors import SnapshotError
 from .kernels.compact import compact_buffer
 from .kernels.buffer import JOIN
 from .keys import KeyCodes
-from .state import Buffer, Held, MatcherState, Runs
+from .shards import merged, split
+from .state import Buffer, Held, MatcherState, Runs, select_keys
 from .watermark import ARRIVAL
 
 if TYPE_CHECKING:
@@ -53,9 +54,9 @@ _ROW = "__colcep_row"
 
 # ------------------------------------------------------------------------------------ encode
 def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
-    st = m._state
+    st = merged(m._state)  # a threaded Matcher's shards, in the one-thread layout
     codes = _selected_codes(st.keys, keys)
-    runs, held = _select(st.runs, codes), _select(st.held, codes)
+    runs, held = select_keys(st.runs, codes), select_keys(st.held, codes)
     n_runs = runs.state.shape[0]
     roots = np.concatenate([runs.node, held.node]).astype(np.int64)
     buf = st.buffer
@@ -141,18 +142,6 @@ def _selected_codes(keys: KeyCodes, wanted: Sequence[Any] | None) -> list[int]:
     return [keys.codes[k] for k in dict.fromkeys(wanted) if k in keys.codes]
 
 
-def _select(x: "Runs | Held", codes: list[int]):
-    """The per-key CSR lists of ``codes`` only (all keys: a copy as is)."""
-    arrays = x.arrays()
-    ptr = arrays[0]
-    n_old = ptr.shape[0] - 1
-    idx = [np.arange(ptr[c], ptr[c + 1]) if c < n_old else np.zeros(0, np.int64) for c in codes]
-    counts = np.array([len(i) for i in idx], np.int64)
-    sel = np.concatenate(idx).astype(np.int64) if idx else np.zeros(0, np.int64)
-    new_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return type(x)(new_ptr, *(a[sel] for a in arrays[1:]))
-
-
 def _per_key(a: np.ndarray, codes: list[int], fill) -> np.ndarray:
     out = np.full(len(codes), fill, a.dtype)
     for i, c in enumerate(codes):
@@ -198,7 +187,7 @@ def _duration_in(d: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ decode
-def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
+def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | None = 1) -> "Matcher":
     header, blobs = _parse(data)
     if header["fingerprint"] != program.fingerprint:
         raise SnapshotError("the snapshot was taken with a different pattern (program fingerprint "
@@ -207,12 +196,14 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
     s = header["settings"]
     m = cls(program, key=s["key"], time=s["time"], columns=s["columns"], timeouts=s["timeouts"],
             time_unit=s["time_unit"], max_partial_matches=s["max_partial_matches"],
-            max_state_bytes=s["max_state_bytes"], out_of_orderness=_duration_in(s["out_of_orderness"]))
+            max_state_bytes=s["max_state_bytes"], out_of_orderness=_duration_in(s["out_of_orderness"]),
+            threads=threads)
     st: MatcherState = m._state
+    st.shards = None  # read in the one-thread layout, split at the end
     st.runs = Runs(*(blobs.array(f"runs.{n}") for n in ("ptr", "state", "node", "start_ts", "start_pos", "v")))
     st.held = Held(*(blobs.array(f"held.{n}") for n in ("ptr", "start_ts", "start_pos", "end_pos", "node")))
     row, stage, parent, ref = (blobs.array(f"buffer.{n}") for n in ("row", "stage", "parent", "ref"))
-    st.buffer = _buffer(row, stage, parent, ref)
+    st.buffer = Buffer.from_nodes(row, stage, parent, ref)
     st.start_dead = blobs.array("start_dead").copy()
     st.key_last_ts = blobs.array("key_last_ts").copy()
     if "history.ptr" in header["blobs"]:
@@ -244,6 +235,8 @@ def decode(cls: type, program: "CompiledPattern", data: bytes) -> "Matcher":
         if "pending" in header["blobs"]:
             st.pending = blobs.table("pending")
     _check_consistent(st, program)
+    if m.threads > 1:
+        split(st, m.threads)
     return m
 
 
@@ -289,17 +282,6 @@ def _parse(data: bytes) -> tuple[dict, _Reader]:
         raise SnapshotError(f"the snapshot has format {header['format']}, newer than this colcep reads ({FORMAT}); "
                             "upgrade colcep to restore it")
     return header, _Reader(header["blobs"], memoryview(body)[start + n:])
-
-
-def _buffer(row, stage, parent, ref) -> Buffer:
-    n = row.shape[0]
-    cap = max(1024, 2 * n)
-    b = Buffer.empty() if n == 0 else Buffer(np.zeros(cap, np.int64), np.zeros(cap, np.int32),
-                                            np.full(cap, -1, np.int64), np.zeros(cap, np.int32),
-                                            np.array([0, -1, 0], np.int64))
-    b.row[:n], b.stage[:n], b.parent[:n], b.ref[:n] = row, stage, parent, ref
-    b.meta[:] = (n, -1, 0)
-    return b
 
 
 def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:

@@ -10,12 +10,13 @@ the kernel runs inline.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable
 
 import numpy as np
 
 _POOL: ThreadPoolExecutor | None = None
+_SHARD_POOL: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
 GRACE_SECONDS = 1.0  # how long an interrupted call may take to notice its stop flag
 POLL_SECONDS = 0.05  # how often the waiting main thread looks for a pending Ctrl-C
@@ -52,4 +53,38 @@ def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
             fut.result(timeout=GRACE_SECONDS)
         except BaseException:  # noqa: BLE001 - the interrupt is what the caller gets
             pass
+        raise
+
+
+def _shard_pool(n: int) -> ThreadPoolExecutor:
+    global _SHARD_POOL
+    with _LOCK:
+        if _SHARD_POOL is None or _SHARD_POOL._max_workers < n:
+            old, _SHARD_POOL = _SHARD_POOL, ThreadPoolExecutor(max_workers=n, thread_name_prefix="colcep-shard")
+            if old is not None:
+                old.shutdown(wait=False)
+        return _SHARD_POOL
+
+
+def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = True) -> list:
+    """``[fn() for fn in fns]``, at once on a pool of threads when ``parallel`` (else one after
+    another through :func:`call`). On Ctrl-C, or when one raises, ``stop[0]`` is set so the
+    others end at their next event; waits up to ``GRACE_SECONDS`` for them and re-raises."""
+    if not parallel or len(fns) < 2:
+        return [call(fn, stop=stop) for fn in fns]
+    pool = _shard_pool(len(fns))
+    futs = [pool.submit(fn) for fn in fns]
+    try:
+        out = []
+        for fut in futs:
+            while True:  # a timed wait returns to Python, which then runs any pending signal handler
+                try:
+                    out.append(fut.result(timeout=POLL_SECONDS))
+                    break
+                except TimeoutError:
+                    continue
+        return out
+    except BaseException:
+        stop[0] = 1
+        wait(futs, timeout=GRACE_SECONDS)
         raise

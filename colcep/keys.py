@@ -7,7 +7,8 @@ column-at-a-time: each key column is dictionary-encoded and the code arrays are 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from functools import partial
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -95,7 +96,11 @@ class KeyCodes:
         values = list(zip(*(tbl.column(name).take(first).to_pylist() for name in self.names)))
         return codes, values
 
-    def encode(self, tbl: pa.Table, row0: int = 0) -> np.ndarray:
+    def encode(self, tbl: pa.Table, row0: int = 0, slices: int = 1,
+               run_all: "Callable[[list], list] | None" = None) -> np.ndarray:
+        """The key codes of ``tbl``'s rows; new keys get the next codes in first-seen order.
+        With ``run_all`` (runs a list of functions at once on threads) one key column that is
+        not dictionary-encoded is encoded in ``slices`` parts at once."""
         if not self.names:
             if not self.values:
                 self.codes[None] = 0
@@ -106,7 +111,22 @@ class KeyCodes:
         self.check_nulls(tbl, row0)
         if tbl.num_rows == 0:
             return np.zeros(0, np.int64)
+        col = tbl.column(self.names[0])
+        if slices > 1 and run_all is not None and not self.composite and not pa.types.is_dictionary(col.type):
+            # each slice's dictionary lists its values in first-seen order, so taking the slices'
+            # dictionaries in order numbers the keys as one pass over the column does
+            n = tbl.num_rows
+            bounds = [n * i // slices for i in range(slices + 1)]
+            parts = run_all([partial(_dictionary, col.slice(a, b - a)) for a, b in zip(bounds, bounds[1:])])
+            out = np.empty(n, np.int64)
+            run_all([partial(np.take, self._mapping(values), idx, out=out[a:b])
+                     for (idx, values), a, b in zip(parts, bounds, bounds[1:])])
+            return out
         local, values = self.local(tbl)
+        return self._mapping(values)[local]
+
+    def _mapping(self, values: list) -> np.ndarray:
+        """The codes of the key ``values``, new ones numbered on."""
         mapping = np.empty(len(values), np.int64)
         for i, v in enumerate(values):
             code = self.codes.get(v)
@@ -115,7 +135,7 @@ class KeyCodes:
                 self.values.append(v)
                 self._arrs = None
             mapping[i] = code
-        return mapping[local]
+        return mapping
 
     @property
     def n(self) -> int:
@@ -149,3 +169,9 @@ class KeyCodes:
 def _encoded(col: "pa.ChunkedArray | pa.Array") -> pa.DictionaryArray:
     enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return enc if pa.types.is_dictionary(enc.type) else pc.dictionary_encode(enc)
+
+
+def _dictionary(col: "pa.ChunkedArray | pa.Array") -> tuple[np.ndarray, list]:
+    """A column's index per row into its distinct values, and those values (first-seen order)."""
+    enc = _encoded(col)
+    return enc.indices.to_numpy(zero_copy_only=False), enc.dictionary.to_pylist()

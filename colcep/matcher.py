@@ -9,12 +9,14 @@ Per batch the driver validates the key and time columns, groups the rows by key 
 so ties in time keep arrival order), evaluates event-only conditions column-at-a-time into
 masks, and makes one kernel call (``colcep.kernels.nfa.run_batch``) for all keys. A key's
 partial matches are carried to the next batch; batches are kept only while a live partial
-match still refers to their rows.
+match still refers to their rows. With ``threads`` > 1 the keys are spread over shards
+(``colcep.shards``) whose kernel calls run at once; the output is the same.
 """
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,12 +27,13 @@ from . import cache
 from . import conditions as cond
 from . import history as hist
 from . import interrupt
+from . import shards as shd
 from .durations import TIME_UNITS, check_duration, to_units
 from .errors import CapacityError, ColcepWarning, InputError, PatternError
 from .kernels import arrays as karr
 from .kernels import buffer as kbuf
 from .kernels import nfa as knfa
-from .kernels.codes import NO_TICK, TIME_MAX
+from .kernels.codes import NO_TICK, OK, TIME_MAX
 from .keys import key_names, normalize_key
 from .pattern import Pattern
 from .program import CompiledPattern
@@ -44,6 +47,7 @@ DEFAULT_TIME_UNIT = "ms"  # an integer time column's unit when time_unit is not 
 RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")  # colcep's output columns
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
+SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
 
 
@@ -105,6 +109,10 @@ class Matcher:
         or a ``watermark`` given to ``process``) passes them and are matched in (time, arrival)
         order; rows at or behind the watermark are late: ``pop_late()`` returns them.
         ``"watermarks"``: only the watermarks given to ``process`` release rows.
+    threads: keys are spread over this many threads (the kernels run at once; the output is the
+        same for any number); None: all cores. Default 1 (a streaming operator, e.g. a Spark
+        task, keeps to its core). A batch below ``colcep.shards.PARALLEL_MIN_ROWS`` rows runs
+        its shards one after another.
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
@@ -113,7 +121,8 @@ class Matcher:
     def __init__(self, pattern: "Pattern | CompiledPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                  columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-                 max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None):
+                 max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None,
+                 threads: int | None = 1):
         if not isinstance(pattern, (Pattern, CompiledPattern)):
             raise PatternError(f"Matcher needs a colcep Pattern, got {type(pattern).__name__}")
         if time_unit is not None and time_unit not in TIME_UNITS:
@@ -131,6 +140,7 @@ class Matcher:
         self.max_partial_matches = int(max_partial_matches)
         self.max_state_bytes = int(max_state_bytes)
         self.out_of_orderness = out_of_orderness
+        self.threads = shd.resolve_threads(threads) if key is not None else 1
         reserved = _reserved_names(self.timeouts)
         for c in self.columns or []:
             if c in reserved:
@@ -138,7 +148,10 @@ class Matcher:
                                  "rename it in the input (colcep's columns are " + ", ".join(reserved) + ")")
         self._bound: _Binding | None = None
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
+        if self.threads > 1:
+            self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
         self._out = _new_out()
+        self._shard_out = [_new_out() for _ in range(self.threads)]
         self._late: list[pa.Table] = []
         self._closed = False
         self._failed: BaseException | None = None
@@ -187,15 +200,16 @@ class Matcher:
 
     @property
     def buffer_nodes(self) -> int:
-        """Events currently held in the shared buffer (nodes)."""
-        return self._state.buffer.live
+        """Events currently held in the match buffer (nodes; all shards)."""
+        return self._state.live_nodes
 
     @property
     def is_idle(self) -> bool:
         """Nothing is carried: no partial or held match, no row waiting for the watermark, no
         key whose start a STOP state ended (such a Matcher can be dropped and made anew)."""
         st = self._state
-        return (st.live_runs == 0 and st.held.node.shape[0] == 0 and not bool(st.start_dead.any())
+        return (st.live_runs == 0 and all(p.held.node.shape[0] == 0 and not bool(p.start_dead.any())
+                                          for p in st.parts())
                 and (st.pending is None or st.pending.num_rows == 0))
 
     @property
@@ -206,7 +220,7 @@ class Matcher:
         st, b = self._state, self._bound
         if b is None or b.window <= 0:
             return None
-        starts = [int(a.min()) for a in (st.runs.start_ts, st.held.start_ts) if a.shape[0]]
+        starts = [int(a.min()) for p in st.parts() for a in (p.runs.start_ts, p.held.start_ts) if a.shape[0]]
         return min(min(s + b.window, int(TIME_MAX)) for s in starts) if starts else None
 
     @property
@@ -232,17 +246,19 @@ class Matcher:
     def snapshot(self, keys: Sequence[Any] | None = None) -> bytes:
         """The state as bytes (``colcep.codec``: versioned, checksummed, bound to this pattern's
         fingerprint), compacted to what is live; ``keys``: only those keys' state (tuples for a
-        composite key)."""
+        composite key). A threaded Matcher writes its shards as one state: it restores into
+        any thread count."""
         self._check_open()
         from .codec import encode
         return encode(self, keys)
 
     @classmethod
-    def restore(cls, pattern: "Pattern | CompiledPattern", data: bytes) -> "Matcher":
-        """A Matcher that continues from ``snapshot()`` bytes exactly where it stopped. The
-        pattern must compile to the same program (its fingerprint is checked)."""
+    def restore(cls, pattern: "Pattern | CompiledPattern", data: bytes, threads: int | None = 1) -> "Matcher":
+        """A Matcher that continues from ``snapshot()`` bytes exactly where it stopped, on
+        ``threads`` threads (any number, whatever the snapshotted Matcher used). The pattern
+        must compile to the same program (its fingerprint is checked)."""
         from .codec import decode
-        return decode(cls, compile_program(pattern), data)
+        return decode(cls, compile_program(pattern), data, threads=threads)
 
     # ------------------------------------------------------------------ stage and commit
     def _check_open(self) -> None:
@@ -261,6 +277,7 @@ class Matcher:
                 self._state.restore_from(saved_state)
                 self._bound, self._late = saved_bound, saved_late
                 self._out = _new_out()  # an interrupted kernel may still write to the old ones
+                self._shard_out = [_new_out() for _ in range(self.threads)]
             except BaseException as e:  # pragma: no cover - nothing above allocates much
                 self._failed = e
             raise
@@ -434,7 +451,11 @@ class Matcher:
             ts.flags.writeable = False  # as time_values gives it
         else:
             n = tbl.num_rows
-            codes = st.keys.encode(tbl, row0)
+            if self.threads > 1 and n >= shd.PARALLEL_MIN_ROWS:
+                codes = st.keys.encode(tbl, row0, self.threads,
+                                       partial(interrupt.call_all, stop=interrupt.new_stop_flag()))
+            else:
+                codes = st.keys.encode(tbl, row0)
             ts = time_values(tbl, self.time, row0)
         if n == 0 and tick is None:
             return self._empty_output()
@@ -461,26 +482,30 @@ class Matcher:
         for i, e in enumerate(lw.col_exprs):
             cols[i] = cond.evaluate(e, env, n, st.strings)
         start_mask = prog.start_mask(masks, n)
-        # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
-        # (in arrival order) those reads stay in the cache. Every call appends to the same
-        # (pooled) output arrays.
-        nm = ne = 0
-        chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
-        for lo in range(0, max(n, 1), chunk):
-            hi = min(n, lo + chunk)
-            nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi],
-                                  cols[:, lo:hi], start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK,
-                                  nm, ne)
+        if st.shards is not None:
+            events = self._kernel_shards(codes, n_keys, row0, ts, masks, cols, start_mask,
+                                         tick if tick is not None else NO_TICK)
+        else:
+            # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
+            # (in arrival order) those reads stay in the cache. Every call appends to the same
+            # (pooled) output arrays.
+            nm = ne = 0
+            chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
+            for lo in range(0, max(n, 1), chunk):
+                hi = min(n, lo + chunk)
+                nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi], cols[:, lo:hi],
+                                      start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK, nm, ne)
+            m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
+            events = self._in_emission_order(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1],
+                                             e_row[:ne], e_stage[:ne], row0, row0 + n)
+            if e_row.shape[0] > OUT_KEEP_EVENTS:
+                self._out = _new_out()
         if n and (self.columns != [] or self.out_of_orderness is not None):
             st.retained = st.retained + [(row0, tbl)]
         st.rows_fed += n
         if self.out_of_orderness is None:
             st.rows_seen = st.rows_fed
-        m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
-        out = self._output(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1], e_row[:ne],
-                           e_stage[:ne], row0, row0 + n)
-        if e_row.shape[0] > OUT_KEEP_EVENTS:
-            self._out = _new_out()
+        out = self._output(*events)
         self._trim_retained()
         return out
 
@@ -527,27 +552,75 @@ class Matcher:
             knfa.run_batch, prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
             st.buffer.arrays(), self._out, nm, ne, stop=stop)
         st.buffer = Buffer(*buf)
-        if status[0] == knfa.ERR_INTERRUPTED:
-            raise KeyboardInterrupt
-        if status[0] == knfa.ERR_CAPACITY:
-            raise CapacityError(
-                f"key {st.keys.values[int(status[1])]!r} holds {int(status[2])} live partial matches, over the "
-                f"bound max_partial_matches={self.max_partial_matches}; tighten the pattern (within(), a more "
-                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
-        if status[0] == knfa.ERR_NODES:
-            raise CapacityError(
-                f"key {st.keys.values[int(status[1])]!r} needs more of the shared match buffer: it holds "
-                f"{int(status[2]):,} events of live partial matches ({int(status[2]) * NODE_BYTES / 2**20:,.0f} MiB), "
-                f"at the bound max_state_bytes={self.max_state_bytes:,}; tighten the pattern (within(), a more "
-                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+        self._raise_status(status, int(status[1]))
         st.runs = Runs(*runs)
         st.held = Held(*held)
         return nm, ne
 
+    def _raise_status(self, status: np.ndarray, code: int) -> None:
+        """Raise what a kernel's failed ``status`` means (``code``: the key's global code)."""
+        if status[0] == knfa.ERR_INTERRUPTED:
+            raise KeyboardInterrupt
+        if status[0] == knfa.ERR_CAPACITY:
+            raise CapacityError(
+                f"key {self._state.keys.values[code]!r} holds {int(status[2])} live partial matches, over the "
+                f"bound max_partial_matches={self.max_partial_matches}; tighten the pattern (within(), a more "
+                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+        if status[0] == knfa.ERR_NODES:
+            raise CapacityError(
+                f"key {self._state.keys.values[code]!r} needs more of the shared match buffer: it holds "
+                f"{int(status[2]):,} events of live partial matches ({int(status[2]) * NODE_BYTES / 2**20:,.0f} MiB), "
+                f"at the bound max_state_bytes={self.max_state_bytes:,}; tighten the pattern (within(), a more "
+                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+
+    def _kernel_shards(self, codes, n_keys, row0, ts, masks, cols, start_mask, tick_ts) -> tuple:
+        """The kernel over every shard (each finds its rows), at once on threads for a big batch;
+        returns the matches in emission order, as ``_in_emission_order`` does for one thread."""
+        st, prog, T = self._state, self.program, self.threads
+        n = codes.shape[0]
+        masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)  # ts: see time_values
+        # the buffer bound is for all shards: each may use what the others do not hold now
+        max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
+        live = [sh.buffer.live for sh in st.shards]
+        tables = prog.tables()
+        opts = (self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts, self.max_partial_matches)
+        stop = interrupt.new_stop_flag()
+        cache.notice_compile()
+        calls = []
+        for s, sh in enumerate(st.shards):
+            k = shd.n_local(n_keys, s, T)
+            sh.ensure_keys(k)
+            calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
+                                 max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
+                                 max(1024, max_nodes - (sum(live) - live[s])), row0, ts, masks, cols, start_mask))
+        results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS)
+        failed = [(res[3], int(res[3][1]) * T + s) for s, res in enumerate(results) if res[3][0] != OK]
+        if failed:  # a bound exceeded names its key (the first in key order); else an interrupt
+            bounds = [f for f in failed if f[0][0] != knfa.ERR_INTERRUPTED]
+            status, code = min(bounds, key=lambda f: f[1]) if bounds else failed[0]
+            if status[0] == knfa.ERR_NODES:  # the nodes of all shards, as one buffer counts them
+                status[2] += sum(live) - live[code % T]
+            self._raise_status(status, code)
+        for s, (out, _, _, _, _) in enumerate(results):
+            self._shard_out[s] = out if out[5].shape[0] <= OUT_KEEP_EVENTS else _new_out()
+        # the matches, in their places among all shards' (each shard writes its own, at once)
+        found = [r[4] for r in results]
+        at, first = shd.places(found)
+        n_matches = sum(e.order.shape[0] for e in found)
+        n_events = sum(int(e.n_events.sum()) for e in found)
+        rows, ids, keys = (np.empty(n_events, np.int64) for _ in range(3))
+        stages = np.empty(n_events, np.int32)
+        flag, tts = (np.empty(n_events, np.int64), np.empty(n_events, np.int64)) if self.timeouts else (None, None)
+        parts = [n_matches * j // T for j in range(T + 1)]  # each thread fills a contiguous part
+        interrupt.call_all([partial(shd.place, found, at, first, a, b, st.matches_out, rows, stages, ids, keys, flag,
+                                    tts) for a, b in zip(parts, parts[1:])],
+                           stop=stop, parallel=n_events >= shd.PARALLEL_MIN_ROWS)
+        return rows, stages, ids, keys, None if flag is None else flag.astype(bool), tts, n_matches
+
     # ------------------------------------------------------------------ output
     def _empty_output(self) -> pa.Table:
-        return self._output(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(1, np.int64),
-                            np.zeros(0, np.int64), np.zeros(0, np.int32))
+        return self._output(*self._in_emission_order(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(1, np.int64),
+                                                     np.zeros(0, np.int64), np.zeros(0, np.int32)))
 
     def output_schema(self, schema: pa.Schema | None = None) -> pa.Schema:
         """The schema of the tables ``process`` returns, given the input schema."""
@@ -568,38 +641,54 @@ class Matcher:
             return [c for c in schema.names if c not in self.key_columns and c != ARRIVAL]
         return [c for c in self.columns if c not in self.key_columns]
 
-    def _output(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0) -> pa.Table:
-        """The matches as a table, in emission order: by emitting row (in ``[lo, hi)``, or at
-        the end of input), then in kernel order."""
-        st = self._state
-        nm, first_id = m_key.shape[0], st.matches_out
+    def _in_emission_order(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0):
+        """The kernel's matches in emission order, by emitting row (in ``[lo, hi)``, or at the end
+        of input), then in kernel order: per event ``(rows, stages, ids, keys, timed_out,
+        timeout_ts)`` (the last two None without timeouts), and the number of matches."""
+        first_id = self._state.matches_out
         order, rows, stages, ids, keys = karr.matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi,
                                                                         first_id)
-        st.matches_out += nm
-        schema = self.output_schema()
-        cols: dict[str, pa.Array] = {"match_id": pa.array(ids, pa.int64())}
-        if self.key_columns:
-            values = st.keys.arrays(keys) if len(keys) else None
-            for i, k in enumerate(self.key_columns):
-                key_type = schema.field(k).type
-                cols[k] = values[i].cast(key_type) if values is not None else pa.array([], key_type)
-        cols["stage"] = pa.array(self.program.stage_names, pa.string()).take(stages)
-        cols["row"] = pa.array(rows, pa.int64())
+        flags = tts = None
         if self.timeouts:
             q = ids - first_id  # each event's match, in emission order
             flags = m_flag[order][q].astype(bool)
             tts = m_tts[order][q]
-            cols["timed_out"] = pa.array(flags)
-            cols["timeout_ts"] = pa.array(tts, pa.int64(), mask=~flags)
+        return rows, stages, ids, keys, flags, tts, m_key.shape[0]
+
+    def _output(self, rows, stages, ids, keys, flags, tts, nm: int) -> pa.Table:
+        """The matches as a table (``_in_emission_order``'s arrays), numbered on from the last."""
+        st = self._state
+        st.matches_out += nm
+        schema = self.output_schema()
+        cols: dict[str, Any] = {"match_id": pa.array(ids, pa.int64())}
+        # the columns that copy values (Arrow takes, which release the GIL) are made at once with threads
+        made: dict[str, Any] = {}
+        if self.key_columns:
+            made[KEYS] = (lambda: st.keys.arrays(keys)) if len(keys) else (lambda: None)
+        made["stage"] = lambda: pa.array(self.program.stage_names, pa.string()).take(stages)
+        out_cols, event_time = [], self.out_of_orderness is not None
         if self._bound is not None:
             out_cols = self._output_columns(self._bound.schema)
-            event_time = self.out_of_orderness is not None
             if out_cols or (event_time and len(rows)):
-                data = self._gather(rows, out_cols + ([ARRIVAL] if event_time else []))
-                for c in out_cols:
-                    cols[c] = data.column(c)
-                if event_time:
-                    cols["row"] = data.column(ARRIVAL).combine_chunks()
+                made[ARRIVAL] = partial(self._gather, rows, out_cols + ([ARRIVAL] if event_time else []))
+        if self.threads > 1 and len(rows) >= shd.PARALLEL_MIN_ROWS:
+            made = dict(zip(made, interrupt.call_all(list(made.values()), stop=interrupt.new_stop_flag())))
+        else:
+            made = {name: fn() for name, fn in made.items()}
+        for i, k in enumerate(self.key_columns):
+            key_type = schema.field(k).type
+            cols[k] = made[KEYS][i].cast(key_type) if made[KEYS] is not None else pa.array([], key_type)
+        cols["stage"] = made["stage"]
+        cols["row"] = pa.array(rows, pa.int64())
+        if self.timeouts:
+            cols["timed_out"] = pa.array(flags)
+            cols["timeout_ts"] = pa.array(tts, pa.int64(), mask=~flags)
+        if ARRIVAL in made:  # the input columns (and arrival rows) of the matched rows
+            data = made[ARRIVAL]
+            for c in out_cols:
+                cols[c] = data.column(c)
+            if event_time:
+                cols["row"] = data.column(ARRIVAL).combine_chunks()
         return pa.table(cols, schema=schema)
 
     def _gather(self, rows: np.ndarray, names: list[str]) -> pa.Table:
@@ -624,10 +713,12 @@ class Matcher:
         st = self._state
         if not st.retained:
             return
-        buf = st.buffer
-        oldest = int(kbuf.min_live_row(buf.row, buf.stage, buf.ref, buf.meta[0]))
-        if oldest < 0:
-            oldest = st.rows_fed
+        oldest = st.rows_fed
+        for p in st.parts():
+            buf = p.buffer
+            r = int(kbuf.min_live_row(buf.row, buf.stage, buf.ref, buf.meta[0]))
+            if r >= 0:
+                oldest = min(oldest, r)
         keep = st.retained
         while keep and _block_end(keep[0]) <= oldest:
             keep = keep[1:]
@@ -643,6 +734,17 @@ class _Binding:
     window: int
     unit: str
     delay: int | None
+
+
+KEYS = object()  # the key columns among the output's parts
+
+
+def _shard_task(emit: tuple, *args) -> tuple:
+    """A shard's kernel calls (``shards.run_shard(*args)``), then its matches in emission order
+    (``shards.emitted``, ``emit``: shard, threads, the batch's first and end row, keys)."""
+    out, nm, ne, status = shd.run_shard(*args)
+    found = shd.emitted(out, nm, ne, *emit) if status[0] == OK else None
+    return out, nm, ne, status, found
 
 
 def _epoch_unit(t: Any) -> str | None:
@@ -672,15 +774,23 @@ def _reserved_names(timeouts: bool) -> tuple[str, ...]:
 def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None, time: str = "ts",
           columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
           max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-          max_state_bytes: int = DEFAULT_MAX_STATE_BYTES) -> pa.Table:
+          max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None) -> pa.Table:
     """One-shot matching over a whole table (or an iterable of batches, already in time
     order per key). A table is stably sorted by time first when it is not in order, so ties
-    keep their input order. Row positions in the output refer to the input as given."""
+    keep their input order. Row positions in the output refer to the input as given.
+    ``threads``: keys are spread over this many threads, None (default): all cores; a table
+    below ``colcep.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number."""
+    threads = shd.resolve_threads(threads)
+    is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
+        type(data).__module__.startswith("pandas")
+    if is_table:
+        data = as_table(data)
+        if data.num_rows < shd.PARALLEL_MIN_ROWS:
+            threads = 1
     m = Matcher(pattern, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
-                max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes)
-    if isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
-            type(data).__module__.startswith("pandas"):
-        tbl = as_table(data)
+                max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads)
+    if is_table:
+        tbl = data
         if time in tbl.column_names and not _is_sorted(tbl, time, key):
             return _match_unsorted(m, tbl, time)
         parts = [m.process(tbl)]

@@ -101,7 +101,7 @@ class _Spec:
         return Matcher(self.program, key=self.key, time=self.time,
                        columns=[c for c in cols if c not in self.key_columns],
                        timeouts=self.timeouts, time_unit=self.time_unit,
-                       max_partial_matches=self.max_partial_matches)
+                       max_partial_matches=self.max_partial_matches, threads=1)  # a task keeps to its core
 
 
 class KeyedStream:

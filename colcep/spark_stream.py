@@ -108,7 +108,8 @@ class StreamSpec:
         return Matcher(self.program, key=self.key, time=self.time,
                        columns=[c for c in self.in_schema.names if c not in self.key_columns], timeouts=self.timeouts,
                        time_unit="us", max_partial_matches=self.max_partial_matches,
-                       max_state_bytes=self.max_state_bytes, out_of_orderness="watermarks")
+                       max_state_bytes=self.max_state_bytes, out_of_orderness="watermarks",
+                       threads=1)  # a task keeps to its core
 
 
 @dataclass(frozen=True)

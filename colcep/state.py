@@ -6,8 +6,11 @@ state killed the key's start run. Shared by all keys: the match buffer (``kernel
 the dictionaries of key values and strings, the input rows live nodes still refer to (for the
 output columns), and the counters that number rows and matches.
 
+With threads (``colcep.shards``) the runs, held matches, buffer and ``start_dead`` live in
+per-thread ``shards`` instead, each over its own keys; ``parts()`` lists whichever holds them.
+
 The kernels mutate the buffer, ``start_dead`` and ``key_last_ts`` in place; ``checkpoint()``
-copies exactly those, so a failed call can be undone with ``rollback()``.
+copies exactly those, so a failed call can be undone with ``restore_from()``.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ class Runs:
     def arrays(self) -> tuple:
         return self.ptr, self.state, self.node, self.start_ts, self.start_pos, self.v
 
+    NODE = 2  # the position of ``node`` in ``arrays()``
+
 
 @dataclass
 class Held:
@@ -58,6 +63,8 @@ class Held:
 
     def arrays(self) -> tuple:
         return self.ptr, self.start_ts, self.start_pos, self.end_pos, self.node
+
+    NODE = 4
 
 
 @dataclass
@@ -77,6 +84,18 @@ class Buffer:
     def arrays(self) -> tuple:
         return self.row, self.stage, self.parent, self.ref, self.meta
 
+    @classmethod
+    def from_nodes(cls, row: np.ndarray, stage: np.ndarray, parent: np.ndarray, ref: np.ndarray) -> "Buffer":
+        """A buffer holding exactly these nodes (compacted: no free slot), with room to grow."""
+        n = row.shape[0]
+        cap = max(1024, 2 * n)
+        b = cls.empty() if n == 0 else cls(np.zeros(cap, np.int64), np.zeros(cap, np.int32),
+                                           np.full(cap, -1, np.int64), np.zeros(cap, np.int32),
+                                           np.array([0, -1, 0], np.int64))
+        b.row[:n], b.stage[:n], b.parent[:n], b.ref[:n] = row, stage, parent, ref
+        b.meta[:] = (n, -1, 0)
+        return b
+
     @property
     def live(self) -> int:
         return int(self.meta[0] - self.meta[2])
@@ -86,6 +105,22 @@ class Buffer:
         out = Buffer.empty() if h == 0 else Buffer(*(np.array(a, copy=True) for a in self.arrays()))
         out.meta[:] = self.meta
         return out
+
+
+def select_keys(x: "Runs | Held", codes: "list[int] | np.ndarray"):
+    """The per-key CSR lists of ``codes`` only, in that order (a key past ``ptr``: empty)."""
+    arrays = x.arrays()
+    ptr = arrays[0]
+    codes = np.asarray(codes, np.int64)
+    n_old = ptr.shape[0] - 1
+    have = codes < n_old
+    c = np.where(have, codes, 0)
+    starts = np.where(have, ptr[c], 0)
+    counts = np.where(have, ptr[np.minimum(c + 1, n_old)] - starts, 0)
+    new_ptr = np.zeros(codes.shape[0] + 1, np.int64)
+    np.cumsum(counts, out=new_ptr[1:])
+    sel = np.repeat(starts - new_ptr[:-1], counts) + np.arange(new_ptr[-1], dtype=np.int64)
+    return type(x)(new_ptr, *(a[sel] for a in arrays[1:]))
 
 
 @dataclass
@@ -111,6 +146,7 @@ class MatcherState:
     max_ts: int | None = None
     late_rows: int = 0
     history: object = None              # colcep.history.History: rows prev / rolling still reach, or None
+    shards: list | None = None          # with threads: colcep.shards.Shard per thread (then runs .. start_dead unused)
 
     @classmethod
     def new(cls, key: "str | list[str] | None", v_width: int, literals: dict) -> "MatcherState":
@@ -130,22 +166,32 @@ class MatcherState:
         (replaced, never mutated) shared."""
         return replace(self, buffer=self.buffer.copy(), keys=self.keys.copy(), strings=dict(self.strings),
                        start_dead=self.start_dead.copy(), key_last_ts=self.key_last_ts.copy(),
-                       retained=list(self.retained))
+                       retained=list(self.retained),
+                       shards=None if self.shards is None else [s.checkpoint() for s in self.shards])
 
     def restore_from(self, saved: "MatcherState") -> None:
         """Become ``saved`` (a checkpoint of this state)."""
         self.__dict__.update(saved.__dict__)
 
+    def parts(self) -> list:
+        """What holds the runs, held matches, buffer and ``start_dead``: this state, or its shards."""
+        return [self] if self.shards is None else self.shards
+
     # ------------------------------------------------------------------ figures
     @property
     def live_runs(self) -> int:
-        return int(self.runs.state.shape[0])
+        return sum(int(p.runs.state.shape[0]) for p in self.parts())
+
+    @property
+    def live_nodes(self) -> int:
+        return sum(p.buffer.live for p in self.parts())
 
     def nbytes(self) -> int:
         """Bytes the state holds: runs, held matches, the buffer's live nodes, retained rows."""
-        runs = sum(a.nbytes for a in self.runs.arrays())
-        held = sum(a.nbytes for a in self.held.arrays())
+        parts = self.parts()
+        runs = sum(a.nbytes for p in parts for a in p.runs.arrays())
+        held = sum(a.nbytes for p in parts for a in p.held.arrays())
         rows = sum(t.nbytes for _, t in self.retained)
         pend = self.pending.nbytes if self.pending is not None else 0
         hist = self.history.nbytes if self.history is not None else 0
-        return runs + held + self.buffer.live * NODE_BYTES + rows + pend + hist
+        return runs + held + self.live_nodes * NODE_BYTES + rows + pend + hist

@@ -89,3 +89,83 @@ def matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi, first
             w += 1
     return order, rows, stages, ids, keys
 
+
+
+
+@njit(cache=True, nogil=True)
+def emission_order(m_row, lo, hi):
+    """The matches' order by emitting row (``matches_in_emission_order``'s, without its events)."""
+    nm = m_row.shape[0]
+    width = hi - lo + 1
+    start = np.zeros(width + 1, np.int64)
+    for i in range(nm):
+        start[min(m_row[i] - lo, width - 1) + 1] += 1
+    for b in range(width):
+        start[b + 1] += start[b]
+    order = np.empty(nm, np.int64)
+    for i in range(nm):
+        b = min(m_row[i] - lo, width - 1)
+        order[start[b]] = i
+        start[b] += 1
+    return order
+
+
+@njit(cache=True, nogil=True)
+def merge_places(sort_key, n_events, ptr):
+    """Merge the sorted runs ``sort_key[ptr[s]:ptr[s + 1]]`` (one per thread, no key in two):
+    each match's place in the merged order and the place of its first event (``n_events``:
+    events per match)."""
+    n = sort_key.shape[0]
+    t = ptr.shape[0] - 1
+    head = ptr[:t].copy()
+    place = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    ev = 0
+    for q in range(n):
+        best = -1
+        for s in range(t):
+            if head[s] < ptr[s + 1] and (best < 0 or sort_key[head[s]] < sort_key[head[best]]):
+                best = s
+        i = head[best]
+        head[best] += 1
+        place[i] = q
+        first[i] = ev
+        ev += n_events[i]
+    return place, first
+
+
+@njit(cache=True, nogil=True)
+def place_events(dst_start, order, m_off, e_row, e_stage, match_a, match_b, out_rows, out_stages, out_a, out_b,
+                 lo, hi):
+    """Copy the events of match ``order[i]`` (``m_off``, ``e_row``, ``e_stage``: a kernel's
+    output) to ``dst_start[i]`` on in ``out_rows`` / ``out_stages``, with ``match_a[i]`` and
+    ``match_b[i]`` in ``out_a`` / ``out_b``, for ``i`` in ``[lo, hi)``: one thread's matches
+    put into the merged output."""
+    for i in range(lo, hi):
+        m = order[i]
+        d = dst_start[i]
+        a = match_a[i]
+        b = match_b[i]
+        for x in range(m_off[m], m_off[m + 1]):
+            out_rows[d] = e_row[x]
+            out_stages[d] = e_stage[x]
+            out_a[d] = a
+            out_b[d] = b
+            d += 1
+
+
+@njit(cache=True, nogil=True)
+def shard_rows(codes, key_shard, key_local, s):
+    """The positions of the rows whose key is in shard ``s`` (``key_shard[code]``), in order,
+    and their keys' codes in that shard (``key_local[code]``): one thread's rows."""
+    n = codes.shape[0]
+    rows = np.empty(n, np.int64)
+    local = np.empty(n, np.int64)
+    w = 0
+    for i in range(n):
+        c = codes[i]
+        if key_shard[c] == s:
+            rows[w] = i
+            local[w] = key_local[c]
+            w += 1
+    return rows[:w], local[:w]
