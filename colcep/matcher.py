@@ -38,6 +38,7 @@ from .keys import key_names, normalize_key
 from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
+from .specialise import DEFAULT_TIER, TIERS, Tier
 from .state import NODE_BYTES, Buffer, Held, MatcherState, Runs
 from .watermark import ARRIVAL, next_watermark, release, time_values
 
@@ -113,6 +114,10 @@ class Matcher:
         same for any number); None: all cores. Default 1 (a streaming operator, e.g. a Spark
         task, keeps to its core). A batch below ``colcep.shards.PARALLEL_MIN_ROWS`` rows runs
         its shards one after another.
+    tier: the step kernel (``colcep.specialise``): "generic" (default) interprets the conditions;
+        "specialised" compiles (once per machine, ~35 s of CPU, then cached on disk) a kernel with
+        this pattern's conditions inlined before the first batch; "auto" compiles it in a
+        background thread and switches to it between batches once ready.
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
@@ -122,7 +127,9 @@ class Matcher:
                  columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None,
-                 threads: int | None = 1):
+                 threads: int | None = 1, tier: str = DEFAULT_TIER):
+        if tier not in TIERS:
+            raise InputError(f"tier must be one of {list(TIERS)}, got {tier!r}")
         if not isinstance(pattern, (Pattern, CompiledPattern)):
             raise PatternError(f"Matcher needs a colcep Pattern, got {type(pattern).__name__}")
         if time_unit is not None and time_unit not in TIME_UNITS:
@@ -130,6 +137,7 @@ class Matcher:
         if out_of_orderness is not None and out_of_orderness != "watermarks":
             check_duration(out_of_orderness, "out_of_orderness", signed=True, error=InputError)
         self.program: CompiledPattern = compile_program(pattern)
+        self._tier = Tier(self.program, tier)
         self._hist_plan = hist.plan(self.program.lowered.hist_exprs)  # prev / rolling columns, or None
         self.key = normalize_key(key, time)  # None, a name, or a list of two or more names
         self.key_columns: list[str] = key_names(self.key)
@@ -548,9 +556,9 @@ class Matcher:
                                            self.max_partial_matches, max_nodes, tick_ts))
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
-        runs, held, buf, self._out, nm, ne, status = interrupt.call(
-            knfa.run_batch, prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
-            st.buffer.arrays(), self._out, nm, ne, stop=stop)
+        args = (prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
+                st.buffer.arrays(), self._out, nm, ne)
+        runs, held, buf, self._out, nm, ne, status = interrupt.call(self._tier.run_batch(args), *args, stop=stop)
         st.buffer = Buffer(*buf)
         self._raise_status(status, int(status[1]))
         st.runs = Runs(*runs)
@@ -592,7 +600,8 @@ class Matcher:
             sh.ensure_keys(k)
             calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
                                  max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
-                                 max(1024, max_nodes - (sum(live) - live[s])), row0, ts, masks, cols, start_mask))
+                                 max(1024, max_nodes - (sum(live) - live[s])), row0, ts, masks, cols, start_mask,
+                                 kernel=self._tier.run_batch))
         results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS)
         failed = [(res[3], int(res[3][1]) * T + s) for s, res in enumerate(results) if res[3][0] != OK]
         if failed:  # a bound exceeded names its key (the first in key order); else an interrupt
@@ -739,10 +748,10 @@ class _Binding:
 KEYS = object()  # the key columns among the output's parts
 
 
-def _shard_task(emit: tuple, *args) -> tuple:
+def _shard_task(emit: tuple, *args, **kw) -> tuple:
     """A shard's kernel calls (``shards.run_shard(*args)``), then its matches in emission order
     (``shards.emitted``, ``emit``: shard, threads, the batch's first and end row, keys)."""
-    out, nm, ne, status = shd.run_shard(*args)
+    out, nm, ne, status = shd.run_shard(*args, **kw)
     found = shd.emitted(out, nm, ne, *emit) if status[0] == OK else None
     return out, nm, ne, status, found
 
@@ -774,7 +783,8 @@ def _reserved_names(timeouts: bool) -> tuple[str, ...]:
 def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None, time: str = "ts",
           columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
           max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-          max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None) -> pa.Table:
+          max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None,
+          tier: str = DEFAULT_TIER) -> pa.Table:
     """One-shot matching over a whole table (or an iterable of batches, already in time
     order per key). A table is stably sorted by time first when it is not in order, so ties
     keep their input order. Row positions in the output refer to the input as given.
@@ -788,7 +798,8 @@ def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None,
         if data.num_rows < shd.PARALLEL_MIN_ROWS:
             threads = 1
     m = Matcher(pattern, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
-                max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads)
+                max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads,
+                tier=tier)
     if is_table:
         tbl = data
         if time in tbl.column_names and not _is_sorted(tbl, time, key):

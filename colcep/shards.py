@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
@@ -147,11 +148,14 @@ def _interleave(parts: list, n_keys: int):
 # ------------------------------------------------------------------------------ one batch
 def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_keys: int, chunk: int,
               tables: tuple, opts: tuple, tick_ts: int, stop: np.ndarray, max_nodes: int, row0: int,
-              ts: np.ndarray, masks: np.ndarray, cols: np.ndarray, start_mask: np.ndarray) -> tuple:
+              ts: np.ndarray, masks: np.ndarray, cols: np.ndarray, start_mask: np.ndarray,
+              kernel: Callable[[tuple], Callable] | None = None) -> tuple:
     """The kernel over shard ``s``'s rows of the batch (key ``codes``), ``tick_ts`` with the
     last call, in calls of ``chunk`` of its rows; runs on a worker thread. Updates ``shard`` and
     returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
-    caller rolls back) and sets ``stop``, so that the other shards stop too."""
+    caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
+    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.specialise``); None: the
+    generic one."""
     window, skip_code, skip_stage, timeouts, max_runs = opts
     nm = ne = 0
     status = np.zeros(3, np.int64)
@@ -173,9 +177,9 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
                                              tick_ts if hi == n else NO_TICK))
         batch = (key_ptr, r[order] - a, np.int64(row0 + a), span_ts, np.ascontiguousarray(masks[:, a:b]),
                  np.ascontiguousarray(cols[:, a:b]), start_mask[a:b])
-        runs, held, buf, out, nm, ne, status = knfa.run_batch(
-            tables, opts_k, stop, batch, shard.runs.arrays(), shard.held.arrays(), shard.start_dead,
-            shard.buffer.arrays(), out, nm, ne)
+        args = (tables, opts_k, stop, batch, shard.runs.arrays(), shard.held.arrays(), shard.start_dead,
+                shard.buffer.arrays(), out, nm, ne)
+        runs, held, buf, out, nm, ne, status = (knfa.run_batch if kernel is None else kernel(args))(*args)
         shard.buffer = Buffer(*buf)
         if status[0] != OK:
             stop[0] = 1  # the batch fails: the other shards need not finish it

@@ -1,0 +1,394 @@
+"""The specialised kernel tier: a step kernel compiled for one pattern.
+
+The generic kernel (``colcep.kernels.nfa``) interprets every condition: a mask row, or a
+bytecode program run by ``kernels/vm.py``. For one :class:`~colcep.program.CompiledPattern`
+this module writes a Python module with the conditions inlined (``cond`` and ``next_event``
+with the generic signatures, an if-chain over the condition ids, each program translated from
+its bytecode into one straight-line expression over ``cols[x, row]``, ``masks[m, row]``,
+``v[voff + ...]`` and constants) followed by a copy of ``kernels/nfa.py`` whose calls of
+``cond`` / ``next_event`` resolve to the generated ones. Its ``run_batch`` has the generic
+one's signature and state layout, so the tiers hand over between batches exactly.
+
+The module is a real file, ``cache_dir()/spec/colcep_spec_<fingerprint>_<kernel hash>.py``
+(the kernel hash covers every kernel source it copies or calls: a kernel change gives a new
+file), so Numba caches its compiled code on disk next to it like any module: a pattern is
+compiled once per machine (~40 s of CPU), later processes load it.
+
+:class:`Tier` is what a Matcher asks, per batch, for the ``run_batch`` to call: "generic"
+(always the generic kernel), "specialised" (built or loaded before the first batch) or "auto"
+(compiled in a background thread started at the first batch; the Matcher switches at the
+first batch boundary after it is ready). A failed generation or compile falls back to the
+generic kernel with a warning.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+import threading
+import warnings
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from . import cache
+from .errors import ColcepWarning, PatternError
+from .kernels import codes as kc
+from .kernels import nfa as knfa
+from .kernels import vm
+from .program import CompiledPattern
+
+TIERS = ("auto", "generic", "specialised")
+DEFAULT_TIER = "generic"
+MODULE_PREFIX = "colcep_spec_"
+GENERATOR_VERSION = 1  # bump when the generated code changes meaning
+
+_LOCK = threading.Lock()  # one generation / import at a time in this process
+_MODULES: dict[str, ModuleType] = {}
+
+
+# ----------------------------------------------------------------------------- bytecode -> expression
+class _Untranslatable(Exception):
+    """An opcode this translator does not inline (the condition then calls ``eval_program``)."""
+
+
+def _const(x: float) -> str:
+    if x != x:
+        return "np.nan"
+    if x in (np.inf, -np.inf):
+        return "np.inf" if x > 0 else "-np.inf"
+    return repr(float(x))
+
+
+def _agg_expr(func: int, groups: list[int], pc: int) -> tuple[str, str]:
+    """One aggregate over V groups (a float expression)."""
+    if len(groups) != 1:
+        return "f", f"_agg({func}, code, {pc + 3}, {len(groups)}, v, voff)"
+    b = groups[0] * vm.VW
+
+    def at(field: int) -> str:
+        return f"v[voff + {b + field}]"
+
+    if func == vm.AGG_COUNT:
+        return "f", at(vm.V_N)
+    if func == vm.AGG_SUM:
+        return "f", at(vm.V_SUM)
+    valid = at(vm.V_VALID)
+    val = {vm.AGG_LAST: at(vm.V_LAST), vm.AGG_FIRST: at(vm.V_FIRST), vm.AGG_MIN: at(vm.V_MIN),
+           vm.AGG_MAX: at(vm.V_MAX), vm.AGG_AVG: f"{at(vm.V_SUM)} / {valid}"}.get(func)
+    if val is None:
+        raise _Untranslatable(f"aggregate function {func}")
+    return "f", f"(np.nan if {valid} == 0.0 else {val})"
+
+
+def _as_float(node: tuple[str, str]) -> str:
+    kind, s = node
+    return s if kind == "f" else f"(1.0 if {s} else 0.0)"
+
+
+def _as_bool(node: tuple[str, str]) -> str:
+    kind, s = node
+    return s if kind == "b" else f"({s} != 0.0)"
+
+
+def translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str = "row") -> str:
+    """The program ``code[start:end]`` as one boolean expression, with exactly ``eval_program``'s
+    result (``value != 0``); ``row`` names the event."""
+    return _as_bool(_translate(code, consts, start, end, row))
+
+
+def translate_value(code: np.ndarray, consts: np.ndarray, start: int, end: int) -> str:
+    """The program ``code[start:end]`` as one float expression (``eval_value``'s result) for no
+    event (``row`` -1: a waiting run's threshold)."""
+    return _as_float(_translate(code, consts, start, end, "-1"))
+
+
+def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str) -> tuple[str, str]:
+    stack: list[tuple[str, str]] = []  # (kind: "f" float | "b" bool, source)
+    pc = start
+    while pc < end:
+        op = int(code[pc])
+        if op == vm.OP_COL:
+            stack.append(("f", f"cols[{int(code[pc + 1])}, {row}]"))
+            pc += 2
+        elif op == vm.OP_CONST:
+            stack.append(("f", _const(float(consts[code[pc + 1]]))))
+            pc += 2
+        elif op == vm.OP_MASK:
+            stack.append(("b", f"(masks[{int(code[pc + 1])}, {row}] != 0)"))
+            pc += 2
+        elif op == vm.OP_AGG:
+            ng = int(code[pc + 2])
+            stack.append(_agg_expr(int(code[pc + 1]), [int(g) for g in code[pc + 3:pc + 3 + ng]], pc))
+            pc += 3 + ng
+        elif op == vm.OP_ARITH:
+            b, a = _as_float(stack.pop()), _as_float(stack.pop())
+            sym = {vm.A_ADD: "+", vm.A_SUB: "-", vm.A_MUL: "*", vm.A_DIV: "/"}[int(code[pc + 1])]
+            stack.append(("f", f"({a} {sym} {b})"))
+            pc += 2
+        elif op == vm.OP_CMP:
+            b, a = _as_float(stack.pop()), _as_float(stack.pop())
+            stack.append(("b", f"compare({int(code[pc + 1])}, {a}, {b})"))
+            pc += 2
+        elif op in (vm.OP_AND, vm.OP_OR):
+            b, a = _as_bool(stack.pop()), _as_bool(stack.pop())
+            stack.append(("b", f"({a} {'and' if op == vm.OP_AND else 'or'} {b})"))
+            pc += 1
+        elif op == vm.OP_NOT:
+            stack.append(("b", f"(not {_as_bool(stack.pop())})"))
+            pc += 1
+        elif op == vm.OP_ISNULL:
+            stack.append(("b", f"_isnull({_as_float(stack.pop())})"))
+            pc += 1
+        elif op == vm.OP_ISIN:
+            n = int(code[pc + 1])
+            stack.append(("b", f"_isin({_as_float(stack.pop())}, code, consts, {pc + 2}, {n})"))
+            pc += 2 + n
+        elif op == vm.OP_TRUE:
+            stack.append(("b", "True"))
+            pc += 1
+        else:
+            raise _Untranslatable(f"opcode {op}")
+    if len(stack) != 1:
+        raise _Untranslatable(f"a program leaving {len(stack)} values")
+    return stack[0]
+
+
+def _strip_not(lw, c: int) -> tuple[int, bool]:
+    neg = False
+    while lw.cond_kind[c] == kc.COND_NOT:
+        c, neg = int(lw.cond_a[c]), not neg
+    return c, neg
+
+
+# ----------------------------------------------------------------------------- the module source
+_HELPERS = '''
+@njit(cache=True, nogil=True, inline="always")
+def _isnull(x):
+    return x != x
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _isin(x, code, consts, at, n):
+    r = False
+    for j in range(n):
+        if x == consts[code[at + j]]:
+            r = True
+    return r
+'''
+
+_GENERIC_ARGS = "cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, voff, vm_stack, c_val, c_stamp, stamp"
+_NEXT_ARGS = ("cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, v, voff, vm_stack, order, row_lo, j, "
+              "n_rows, ts, last_t")
+
+
+def _cond_source(prog: CompiledPattern) -> str:
+    lw = prog.lowered
+    out = ["@njit(cache=True, nogil=True, error_model=\"numpy\", _nrt=False)",
+           f"def cond(c, {_GENERIC_ARGS}):",
+           "    \"\"\"Condition ``c`` of this pattern, inlined (``kernels.conds.cond``'s contract).\"\"\"",
+           "    if c < 0:",
+           "        return True"]
+    for c in range(len(lw.cond_kind)):
+        inner, neg = _strip_not(lw, c)
+        out.append(f"    if c == {c}:")
+        if lw.cond_kind[inner] == kc.COND_MASK:
+            out.append(f"        return masks[{int(lw.cond_a[inner])}, row] {'==' if neg else '!='} 0")
+            continue
+        try:
+            expr = translate(lw.code, lw.consts, int(lw.cond_a[inner]), int(lw.cond_b[inner]))
+        except _Untranslatable:
+            expr = (f"eval_program(code, {int(lw.cond_a[inner])}, {int(lw.cond_b[inner])}, consts, row, masks, cols, "
+                    "v, voff, vm_stack)")
+        out += [f"        if c_stamp[{inner}] == stamp:",
+                f"            r = c_val[{inner}] != 0",
+                "        else:",
+                f"            r = {expr}",
+                f"            c_val[{inner}] = 1 if r else 0",
+                f"            c_stamp[{inner}] = stamp",
+                f"        return {'not r' if neg else 'r'}"]
+    out.append(f"    return _generic_cond(c, {_GENERIC_ARGS})")
+    return "\n".join(out) + "\n"
+
+
+def _scan(test: str) -> list[str]:
+    return ["        while j < n_rows:",
+            "            row = order[row_lo + j]",
+            "            if ts[row] > last_t:",
+            "                return BIG",
+            f"            if {test}:",
+            "                return j",
+            "            j += 1",
+            "        return n_rows"]
+
+
+def _next_event_source(prog: CompiledPattern) -> str:
+    lw = prog.lowered
+    out = ["@njit(cache=True, nogil=True, error_model=\"numpy\", _nrt=False)",
+           f"def next_event(c, {_NEXT_ARGS}):",
+           "    \"\"\"``kernels.conds.next_event`` for this pattern's waiting conditions, inlined.\"\"\""]
+    waits = sorted({int(c) for c in prog.sleep_cond if c >= 0})
+    out += ["    if n_rows > j + SCAN_AHEAD:",
+            "        n_rows = j + SCAN_AHEAD"]
+    for c in waits:
+        inner, neg = _strip_not(lw, c)
+        body = [f"    if c == {c}:"]
+        if lw.cond_kind[inner] == kc.COND_MASK:
+            out += body + _scan(f"masks[{int(lw.cond_a[inner])}, row] {'==' if neg else '!='} 0")
+            continue
+        x, op, t0, t1 = (int(a) for a in lw.cond_thr[inner])
+        try:
+            if x >= 0:  # column <op> threshold: the threshold once, then one float row
+                body.append(f"        thr = {translate_value(lw.code, lw.consts, t0, t1)}")
+                if not neg:
+                    body += ["        if thr != thr:", "            return BIG"]
+                test = f"compare({op}, cols[{x}, row], thr)"
+            else:
+                test = translate(lw.code, lw.consts, int(lw.cond_a[inner]), int(lw.cond_b[inner]))
+        except _Untranslatable:
+            continue  # the generic scan, below
+        out += body + _scan(f"not {test}" if neg else test)
+    out.append(f"    return _generic_next_event(c, {_NEXT_ARGS})")
+    return "\n".join(out) + "\n"
+
+
+def _kernel_source() -> str:
+    """``kernels/nfa.py`` with absolute imports (its ``cond`` / ``next_event`` are replaced by
+    the generated ones, defined after it: Numba resolves globals when it compiles)."""
+    with open(knfa.__file__, encoding="utf-8") as fh:
+        src = fh.read()
+    if not re.search(r"\bcond\(", src) or not re.search(r"\bnext_event\(", src):
+        raise PatternError("kernels/nfa.py no longer calls cond / next_event itself: the specialised tier "
+                           "cannot inline conditions into it")
+    return re.sub(r"^from \.(\w+) import", r"from colcep.kernels.\1 import", src, flags=re.MULTILINE)
+
+
+def kernel_hash() -> str:
+    """A hash of the kernel sources the generated module copies or calls (``nfa.py`` and every
+    kernel module it imports, transitively) and of this generator."""
+    stamp = cache._stamp(knfa.__file__, getattr(knfa, "__loader__", None))
+    return hashlib.sha256(stamp + f"gen-v{GENERATOR_VERSION}".encode()).hexdigest()[:16]
+
+
+def module_name(prog: CompiledPattern) -> str:
+    return f"{MODULE_PREFIX}{prog.fingerprint[:24]}_{kernel_hash()}"
+
+
+def generate(prog: CompiledPattern) -> str:
+    """The specialised module's source for ``prog``."""
+    head = (f'"""colcep specialised kernel for program {prog.fingerprint} (generated by colcep.specialise;\n'
+            f'stages {prog.stage_names}). Do not edit: delete the file to regenerate it."""\n')
+    kernel = _kernel_source()
+    conds = ("\n\n# ---------------------------------------------------------------- this pattern's conditions\n"
+             "from colcep.kernels.codes import BIG as BIG\n"
+             "from colcep.kernels.conds import SCAN_AHEAD, cond as _generic_cond, next_event as _generic_next_event\n"
+             "from colcep.kernels.vm import _agg, compare, eval_program\n" + _HELPERS + "\n\n"
+             + _cond_source(prog) + "\n\n" + _next_event_source(prog))
+    return head + kernel + conds
+
+
+def module_path(prog: CompiledPattern) -> str:
+    return os.path.join(cache.cache_dir(), "spec", module_name(prog) + ".py")
+
+
+def load_module(prog: CompiledPattern) -> ModuleType:
+    """The specialised module for ``prog``: written once (atomically) under ``cache_dir()/spec``
+    and imported; its functions compile on first call or load from Numba's disk cache."""
+    name = module_name(prog)
+    with _LOCK:
+        if name in _MODULES:
+            return _MODULES[name]
+        path = module_path(prog)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            src = generate(prog)
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(src)
+            os.replace(tmp, path)  # never rewritten once there: Numba's cache index keys it by its mtime
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        _MODULES[name] = mod
+        return mod
+
+
+def arg_types(args: tuple) -> tuple:
+    """Numba's argument types of a ``run_batch`` call (its dispatch key)."""
+    from numba import typeof
+
+    return tuple(typeof(a) for a in args)
+
+
+def compile_for(mod: ModuleType, sig: tuple) -> None:
+    """Compile (or load from the disk cache) ``mod.run_batch`` for the argument types ``sig``."""
+    with cache.compile_lock():
+        mod.run_batch.compile(sig)
+
+
+# ----------------------------------------------------------------------------- the tier
+class Tier:
+    """Which ``run_batch`` a Matcher calls, batch by batch (see the module docstring)."""
+
+    def __init__(self, prog: CompiledPattern, tier: str = DEFAULT_TIER):
+        if tier not in TIERS:
+            raise PatternError(f"tier must be one of {TIERS}, got {tier!r}")
+        self.prog = prog
+        self.requested = tier
+        self._mod: ModuleType | None = None
+        self._failed = tier == "generic"
+        self._thread: threading.Thread | None = None
+        self._ready: set = set()  # argument types the specialised run_batch is compiled for
+
+    @property
+    def active(self) -> str:
+        """The tier the last batch ran on ("generic" until the specialised kernel is ready)."""
+        return self._last if hasattr(self, "_last") else "generic"
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failed = True
+        warnings.warn(f"colcep: the specialised kernel for this pattern could not be built ({type(exc).__name__}: "
+                      f"{exc}); the generic kernel runs it", ColcepWarning, stacklevel=4)
+
+    def _build(self, sig: tuple) -> None:
+        try:
+            mod = self._mod or load_module(self.prog)
+            compile_for(mod, sig)
+            self._mod = mod
+            self._ready.add(sig)
+        except Exception as exc:  # noqa: BLE001 - the generic tier is always correct
+            self._fail(exc)
+
+    def run_batch(self, args: tuple) -> Callable[..., Any]:
+        """The ``run_batch`` to call with ``args`` (compiles, loads or starts a compile as the
+        tier says)."""
+        if self._failed:
+            self._last = "generic"
+            return knfa.run_batch
+        sig = arg_types(args)
+        if sig not in self._ready:
+            if self.requested == "specialised":
+                self._build(sig)
+            elif self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._build, args=(sig,), daemon=True,
+                                                name="colcep-specialise")
+                self._thread.start()
+        if sig in self._ready and not self._failed:
+            self._last = "specialised"
+            return self._mod.run_batch
+        self._last = "generic"
+        return knfa.run_batch
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background compile; True when the specialised kernel is ready."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return bool(self._ready) and not self._failed
