@@ -198,6 +198,11 @@ class Matcher:
         return self._state.watermark
 
     @property
+    def kernel_tier(self) -> str | None:
+        """The step kernel the last batch ran on: "generic" or "specialised" (None before any)."""
+        return self._tier.active
+
+    @property
     def late_rows(self) -> int:
         return self._state.late_rows
 

@@ -1,0 +1,249 @@
+"""The specialised kernel tier (``colcep.specialise``): generated conditions against the generic
+ones, whole runs against the generic tier and Flink's expected output, the switch between tiers,
+the disk cache, the fallback.
+
+Each pattern run end to end through the specialised tier costs one compile (~20-40 s of CPU on
+a cold cache): the default suite compiles two; ``-m slow`` runs six more conformance cases."""
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import colcep as cc
+from colcep import cache
+from colcep import specialise as sp
+from colcep.errors import ColcepWarning, InputError
+from colcep.examples import BENCHMARK_PATTERNS, P1, P2
+from colcep import expr as E
+from colcep.expr import avg, col, count, first, last
+from colcep.kernels import conds as kconds
+from colcep.kernels.vm import STACK
+from colcep.pattern import Pattern
+from colcep.skip import SkipPastLastEvent
+
+import conformance as conf
+
+CASES = {c["id"]: c for c in conf.load_cases([conf.CORPUS])}
+FAST = ["random.7000305", "random.7000534"]  # until, NOT, skip-to-next, allowCombinations, window; noSkip (merging)
+SLOW = ["random.7000113", "random.7000412", "random.7000448", "random.7000087", "random.7000010",
+        "NFAITCase.testPendingStateMatchesWithinFirstAndLast"]
+
+
+# ----------------------------------------------------------------------------- generated conditions
+def _patterns():
+    """Patterns whose programs use every opcode the lowering emits, NOT conditions, waiting
+    conditions of each kind (mask, column-vs-threshold, program, negated)."""
+    every_op = (Pattern.begin("a").where(col("price") > 1.0)
+                .followed_by("b").where(((col("price") > avg("price", of=["a", "b"]))
+                                         | last("name", of="a").is_in(["x", "y"]))
+                                        & ~(col("volume") / last("volume", of="a") >= 2.0)
+                                        & (first("price", of="a") - E.min("price", of="b") <= E.max("volume", of="b"))
+                                        & ~last("volume", of="b").is_null()
+                                        & (count(of="b") * 1.0 != E.sum("price", of=["a", "b"]))
+                                        & (last("price", of="a") < col("volume") + 1.0)
+                                        & (col("name") == "x")).one_or_more()
+                .followed_by("c").where((col("price") > last("price", of="a")) | (col("volume") < 2.0))
+                .followed_by("d").where(~(col("price") < last("volume", of="c") * 2.0))
+                .within(10))
+    not_and_until = (Pattern.begin("a").where(col("volume") > 1.0)
+                     .followed_by("b").where(col("price") >= 1.0015 * last("price", of="a")).one_or_more()
+                     .until(col("volume") > E.max("volume", of="b"))
+                     .not_followed_by("n").where(col("price") <= last("price", of="a"))
+                     .followed_by("e").where(col("name") == "y")
+                     .within(20).skip(SkipPastLastEvent()))
+    return {"every_op": every_op, "not_until": not_and_until, **BENCHMARK_PATTERNS}
+
+
+VALUES = np.array([0.0, 1.0, 2.0, 3.0, 0.5, -1.0, np.nan])
+
+
+def _random_inputs(rng, prog, n_rows=16):
+    lw = prog.lowered
+    masks = rng.integers(0, 2, (max(1, len(lw.mask_exprs)), n_rows)).astype(np.uint8)
+    cols = rng.choice(VALUES, (max(1, len(lw.col_exprs)), n_rows))
+    v = rng.choice(VALUES, prog.v_width + 3)  # anything at all: both read the same floats
+    for g in range(len(lw.vg_stage)):  # counts and valid counts often zero
+        v[g * 9:g * 9 + 2] = rng.choice([0.0, 0.0, 1.0, 2.0], 2)
+    return masks, cols, v
+
+
+@pytest.mark.parametrize("name", sorted(_patterns()))
+def test_generated_conditions_equal_the_generic_ones(name):
+    prog = cc.compile(_patterns()[name])
+    mod = sp.load_module(prog)  # compiles only what is called: cond and next_event
+    lw, tb = prog.lowered, prog.tables()
+    cond_kind, cond_a, cond_b, code, consts, cond_thr = tb[7], tb[8], tb[9], tb[10], tb[11], tb[14]
+    rng = np.random.default_rng(7)
+    n_cond = len(lw.cond_kind)
+    assert n_cond > 0
+    stack = np.zeros(STACK)
+    seen = set()
+    stamp = 0
+    for trial in range(300):
+        masks, cols, v = _random_inputs(rng, prog)
+        voff = int(rng.integers(0, 3))
+        row = int(rng.integers(0, masks.shape[1]))
+        for c in range(-1, n_cond):
+            got = []
+            for f in (kconds.cond, mod.cond):
+                c_val = np.zeros(n_cond + 1, np.uint8)
+                c_stamp = np.full(n_cond + 1, -1, np.int64)
+                stamp += 1
+                got.append(f(c, cond_kind, cond_a, cond_b, code, consts, row, masks, cols, v, voff, stack,
+                             c_val, c_stamp, stamp))
+            assert got[0] == got[1], (name, c, row, v.tolist(), cols[:, row].tolist(), masks[:, row].tolist())
+            seen.add((c, bool(got[0])))
+        # the scan ahead for waiting runs
+        n = masks.shape[1]
+        order = rng.permutation(n).astype(np.int64)
+        ts = np.sort(rng.integers(0, 20, n)).astype(np.int64)
+        for c in {int(x) for x in prog.sleep_cond if x >= 0}:
+            j = int(rng.integers(0, n))
+            last_t = int(rng.integers(0, 25))
+            args = (c, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, v, voff, stack, order,
+                    np.int64(0), np.int64(j), np.int64(n), ts, np.int64(last_t))
+            assert kconds.next_event(*args) == mod.next_event(*args), (name, c, j, last_t)
+    # every condition was seen true and false (the comparison is not vacuous)
+    for c in range(n_cond):
+        assert (c, True) in seen and (c, False) in seen, (name, c)
+
+
+def test_translation_covers_every_program_condition():
+    """No condition of the test patterns falls back to the bytecode VM."""
+    for name, p in _patterns().items():
+        src = sp.generate(cc.compile(p))
+        tail = src[src.index("this pattern's conditions"):]
+        assert "= eval_program(" not in tail, name
+        prog = cc.compile(p)
+        if any(k == 1 for k in prog.lowered.cond_kind):  # a program condition: inlined as an expression
+            assert "v[voff + " in tail or "cols[" in tail, name
+
+
+def test_module_file_is_named_by_fingerprint_and_kernel_hash():
+    prog = cc.compile(P1)
+    path = sp.module_path(prog)
+    assert os.path.basename(path).startswith(sp.MODULE_PREFIX + prog.fingerprint[:24])
+    assert sp.kernel_hash() in os.path.basename(path)
+    assert os.path.dirname(path) == os.path.join(cache.cache_dir(), "spec")
+    other = cc.compile(P2)
+    assert sp.module_path(other) != path
+
+
+# ----------------------------------------------------------------------------- whole runs
+def _run(case, tier, timeouts, batch=None, switch_after=None):
+    """The case through a Matcher of ``tier`` in batches of ``batch`` rows; returns the output
+    table and the tier each kernel call ran on."""
+    table = conf.case_table(case)
+    m = cc.Matcher(conf.case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=timeouts,
+                   columns=[], tier=tier)
+    parts, tiers = [], []
+    step = batch or table.num_rows
+    for i, lo in enumerate(range(0, table.num_rows, step)):
+        parts.append(m.process(table.slice(lo, step)))
+        tiers.append(m.kernel_tier)
+        if switch_after is not None and i + 1 == switch_after:
+            m._tier.wait(600)  # the background compile (auto)
+    parts.append(m.close())
+    tiers.append(m.kernel_tier)
+    return pa.concat_tables(parts), tiers
+
+
+def _engine(tier, batch=None):
+    def run(case, want_timeouts):
+        out, tiers = _run(case, tier, want_timeouts, batch)
+        assert set(tiers) == {tier}
+        return conf._rows_to_matches(out, want_timeouts)
+    return run
+
+
+def _check_case(case_id, monkeypatch):
+    case = CASES[case_id]
+    for tier, batch in (("specialised", None), ("specialised", 2)):
+        monkeypatch.setitem(conf.ENGINES, "spec", _engine(tier, batch))
+        diff = conf.check_case(case, "spec")
+        assert diff is None, (case_id, batch, diff)
+    for timeouts in (False, True):  # without timeouts, no-skip patterns merge runs
+        want, _ = _run(case, "generic", timeouts)
+        for batch in (None, 1, 3):
+            got, tiers = _run(case, "specialised", timeouts, batch)
+            assert set(tiers) == {"specialised"}
+            assert got.equals(want), (case_id, timeouts, batch)
+    # auto: generic first, switching at a batch boundary once the specialised kernel is ready
+    want, _ = _run(case, "generic", True)
+    got, tiers = _run(case, "auto", True, batch=2, switch_after=2)
+    assert tiers[0] == "generic" and tiers[-1] == "specialised", tiers
+    assert got.equals(want)
+
+
+@pytest.mark.parametrize("case_id", FAST)
+def test_specialised_equals_generic_and_flink(case_id, monkeypatch):
+    _check_case(case_id, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case_id", SLOW)
+def test_specialised_equals_generic_and_flink_more_cases(case_id, monkeypatch):
+    _check_case(case_id, monkeypatch)
+
+
+def test_a_new_process_loads_the_kernel_from_the_disk_cache():
+    case = CASES[FAST[0]]
+    _run(case, "specialised", True)  # compiled (or loaded) here
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(conf.HERE)!r})
+import conformance as conf
+import colcep as cc
+case = json.loads({json.dumps(json.dumps(case))})
+m = cc.Matcher(conf.case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=True, columns=[],
+               tier="specialised")
+m.process(conf.case_table(case))
+rb = m._tier._mod.run_batch
+print(m.kernel_tier, sum(rb.stats.cache_hits.values()), sum(rb.stats.cache_misses.values()))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(cc.__file__)),
+                                                                   os.environ.get("PYTHONPATH")) if p))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["specialised", "1", "0"], (out.stdout, out.stderr)
+
+
+def test_colcep_match_takes_tier():
+    case = CASES[FAST[0]]
+    table = conf.case_table(case)
+    want = cc.match(table, conf.case_pattern(case), time="ts", columns=[])
+    got = cc.match(table, conf.case_pattern(case), time="ts", columns=[], tier="specialised")
+    assert got.equals(want) and got.num_rows > 0
+
+
+def test_a_failed_build_falls_back_to_generic_with_a_warning(monkeypatch):
+    case = CASES[FAST[0]]
+    want, _ = _run(case, "generic", True)
+
+    def broken(prog):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sp, "load_module", broken)
+    for tier in ("specialised", "auto"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got, tiers = _run(case, tier, True, batch=4, switch_after=1 if tier == "auto" else None)
+        assert got.equals(want)
+        assert set(tiers) == {"generic"}
+        assert any(issubclass(w.category, ColcepWarning) and "disk full" in str(w.message) for w in caught), tier
+
+
+def test_generic_tier_never_builds(monkeypatch):
+    monkeypatch.setattr(sp, "load_module", lambda prog: pytest.fail("generic must not build"))
+    _, tiers = _run(CASES[FAST[0]], "generic", True, batch=3)
+    assert set(tiers) == {"generic"}
+
+
+def test_unknown_tier_is_an_input_error():
+    with pytest.raises(InputError, match="tier must be one of"):
+        cc.Matcher(P1, key="name", tier="fast")
