@@ -45,6 +45,7 @@ TIERS = ("auto", "generic", "specialised")
 DEFAULT_TIER = "generic"
 MODULE_PREFIX = "colcep_spec_"
 GENERATOR_VERSION = 1  # bump when the generated code changes meaning
+INLINE = os.environ.get("COLCEP_SPEC_INLINE", "") == "1"  # experiment: Numba-inline cond / next_event
 
 _LOCK = threading.Lock()  # one generation / import at a time in this process
 _MODULES: dict[str, ModuleType] = {}
@@ -185,9 +186,14 @@ _NEXT_ARGS = ("cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, v
               "n_rows, ts, last_t")
 
 
+def _decorator() -> str:
+    return ("@njit(cache=True, nogil=True, error_model=\"numpy\", _nrt=False"
+            + (', inline="always")' if INLINE else ")"))
+
+
 def _cond_source(prog: CompiledPattern) -> str:
     lw = prog.lowered
-    out = ["@njit(cache=True, nogil=True, error_model=\"numpy\", _nrt=False)",
+    out = [_decorator(),
            f"def cond(c, {_GENERIC_ARGS}):",
            "    \"\"\"Condition ``c`` of this pattern, inlined (``kernels.conds.cond``'s contract).\"\"\"",
            "    if c < 0:",
@@ -227,7 +233,7 @@ def _scan(test: str) -> list[str]:
 
 def _next_event_source(prog: CompiledPattern) -> str:
     lw = prog.lowered
-    out = ["@njit(cache=True, nogil=True, error_model=\"numpy\", _nrt=False)",
+    out = [_decorator(),
            f"def next_event(c, {_NEXT_ARGS}):",
            "    \"\"\"``kernels.conds.next_event`` for this pattern's waiting conditions, inlined.\"\"\""]
     waits = sorted({int(c) for c in prog.sleep_cond if c >= 0})
@@ -270,7 +276,7 @@ def kernel_hash() -> str:
     """A hash of the kernel sources the generated module copies or calls (``nfa.py`` and every
     kernel module it imports, transitively) and of this generator."""
     stamp = cache._stamp(knfa.__file__, getattr(knfa, "__loader__", None))
-    return hashlib.sha256(stamp + f"gen-v{GENERATOR_VERSION}".encode()).hexdigest()[:16]
+    return hashlib.sha256(stamp + f"gen-v{GENERATOR_VERSION}{'-inline' if INLINE else ''}".encode()).hexdigest()[:16]
 
 
 def module_name(prog: CompiledPattern) -> str:

@@ -3,7 +3,8 @@ ones, whole runs against the generic tier and Flink's expected output, the switc
 the disk cache, the fallback.
 
 Each pattern run end to end through the specialised tier costs one compile (~20-40 s of CPU on
-a cold cache): the default suite compiles two; ``-m slow`` runs six more conformance cases."""
+a cold cache): the default suite compiles three (plus the conditions alone of six more); the ``slow`` ones three
+more conformance cases."""
 import json
 import os
 import subprocess
@@ -29,9 +30,12 @@ from colcep.skip import SkipPastLastEvent
 import conformance as conf
 
 CASES = {c["id"]: c for c in conf.load_cases([conf.CORPUS])}
-FAST = ["random.7000305", "random.7000534"]  # until, NOT, skip-to-next, allowCombinations, window; noSkip (merging)
-SLOW = ["random.7000113", "random.7000412", "random.7000448", "random.7000087", "random.7000010",
-        "NFAITCase.testPendingStateMatchesWithinFirstAndLast"]
+FAST = ["random.7000305",  # until, not_followed_by, skip to next, allow_combinations, window, aggregates
+        "random.7000534",  # no skip (runs merge without timeouts), consecutive Kleene, followed_by_any
+        "random.7000412"]  # skip to first, a trailing not_followed_by (PENDING) under a window
+SLOW = ["random.7000087",  # skip to last, Kleene at the start, a window
+        "random.7000010",  # skip past last event, five aggregates, no window
+        "random.7000448"]  # no skip, until with allow_combinations, times
 
 
 # ----------------------------------------------------------------------------- generated conditions
@@ -72,8 +76,9 @@ def _random_inputs(rng, prog, n_rows=16):
     return masks, cols, v
 
 
-@pytest.mark.parametrize("name", sorted(_patterns()))
-def test_generated_conditions_equal_the_generic_ones(name):
+@pytest.mark.parametrize("name,inline", [(n, False) for n in sorted(_patterns())] + [("every_op", True)])
+def test_generated_conditions_equal_the_generic_ones(name, inline, monkeypatch):
+    monkeypatch.setattr(sp, "INLINE", inline)
     prog = cc.compile(_patterns()[name])
     mod = sp.load_module(prog)  # compiles only what is called: cond and next_event
     lw, tb = prog.lowered, prog.tables()
@@ -132,6 +137,17 @@ def test_module_file_is_named_by_fingerprint_and_kernel_hash():
     assert os.path.dirname(path) == os.path.join(cache.cache_dir(), "spec")
     other = cc.compile(P2)
     assert sp.module_path(other) != path
+
+
+def test_inline_option_gives_another_module(monkeypatch):
+    prog = cc.compile(P1)
+    plain, path = sp.generate(prog), sp.module_path(prog)
+    monkeypatch.setattr(sp, "INLINE", True)
+    inlined = sp.generate(prog)
+    assert sp.module_path(prog) != path
+    for name in ("cond", "next_event"):
+        assert f'inline="always")\ndef {name}(' in inlined
+        assert f'inline="always")\ndef {name}(' not in plain
 
 
 # ----------------------------------------------------------------------------- whole runs
