@@ -45,8 +45,12 @@ TIERS = ("auto", "generic", "specialised")
 DEFAULT_TIER = "generic"
 MODULE_PREFIX = "colcep_spec_"
 GENERATOR_VERSION = 1  # bump when the generated code changes meaning
-INLINE = os.environ.get("COLCEP_SPEC_INLINE", "") == "1"  # experiment: Numba-inline cond / next_event
+# Numba-inline the generated cond / next_event into the step functions (their call sites): 8-33 %
+# faster whole scans of P1-P4 for ~35 s of CPU per compile instead of ~21 s (docs/benchmarks.md);
+# COLCEP_SPEC_INLINE=0 (or setting this to False before the first specialised Matcher) turns it off.
+INLINE = os.environ.get("COLCEP_SPEC_INLINE", "1") != "0"
 
+_SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()  # this generator's source
 _LOCK = threading.Lock()  # one generation / import at a time in this process
 _MODULES: dict[str, ModuleType] = {}
 
@@ -67,7 +71,8 @@ def _const(x: float) -> str:
 def _agg_expr(func: int, groups: list[int], pc: int) -> tuple[str, str]:
     """One aggregate over V groups (a float expression)."""
     if len(groups) != 1:
-        return "f", f"_agg({func}, code, {pc + 3}, {len(groups)}, v, voff)"
+        # read from ``code`` as the VM does: the same values and argument types (no new signature)
+        return "f", f"_agg(code[{pc + 1}], code, {pc + 3}, code[{pc + 2}], v, voff)"
     b = groups[0] * vm.VW
 
     def at(field: int) -> str:
@@ -274,9 +279,10 @@ def _kernel_source() -> str:
 
 def kernel_hash() -> str:
     """A hash of the kernel sources the generated module copies or calls (``nfa.py`` and every
-    kernel module it imports, transitively) and of this generator."""
+    kernel module it imports, transitively), of this generator's source and of its options."""
     stamp = cache._stamp(knfa.__file__, getattr(knfa, "__loader__", None))
-    return hashlib.sha256(stamp + f"gen-v{GENERATOR_VERSION}{'-inline' if INLINE else ''}".encode()).hexdigest()[:16]
+    tag = f"gen-v{GENERATOR_VERSION}{'-inline' if INLINE else ''}".encode()
+    return hashlib.sha256(stamp + _SELF + tag).hexdigest()[:16]
 
 
 def module_name(prog: CompiledPattern) -> str:
