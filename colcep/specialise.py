@@ -12,7 +12,7 @@ one's signature and state layout, so the tiers hand over between batches exactly
 The module is a real file, ``cache_dir()/spec/colcep_spec_<fingerprint>_<kernel hash>.py``
 (the kernel hash covers every kernel source it copies or calls: a kernel change gives a new
 file), so Numba caches its compiled code on disk next to it like any module: a pattern is
-compiled once per machine (~40 s of CPU), later processes load it.
+compiled once per machine (~35 s of CPU), later processes load it.
 
 :class:`Tier` is what a Matcher asks, per batch, for the ``run_batch`` to call: "generic"
 (always the generic kernel), "specialised" (built or loaded before the first batch) or "auto"
@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import cache
-from .errors import ColcepWarning, PatternError
+from .errors import ColcepWarning, InputError
 from .kernels import codes as kc
 from .kernels import nfa as knfa
 from .kernels import vm
@@ -272,7 +272,7 @@ def _kernel_source() -> str:
     with open(knfa.__file__, encoding="utf-8") as fh:
         src = fh.read()
     if not re.search(r"\bcond\(", src) or not re.search(r"\bnext_event\(", src):
-        raise PatternError("kernels/nfa.py no longer calls cond / next_event itself: the specialised tier "
+        raise RuntimeError("kernels/nfa.py no longer calls cond / next_event itself: the specialised tier "
                            "cannot inline conditions into it")
     return re.sub(r"^from \.(\w+) import", r"from colcep.kernels.\1 import", src, flags=re.MULTILINE)
 
@@ -317,10 +317,12 @@ def load_module(prog: CompiledPattern) -> ModuleType:
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             src = generate(prog)
-            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(src)
-            os.replace(tmp, path)  # never rewritten once there: Numba's cache index keys it by its mtime
+            with cache.compile_lock():  # one process of the machine writes it
+                if not os.path.exists(path):
+                    tmp = f"{path}.{os.getpid()}.tmp"
+                    with open(tmp, "w", encoding="utf-8") as fh:
+                        fh.write(src)
+                    os.replace(tmp, path)  # never rewritten: Numba's cache index keys it by its mtime
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
@@ -363,7 +365,7 @@ class Tier:
 
     def __init__(self, prog: CompiledPattern, tier: str = DEFAULT_TIER):
         if tier not in TIERS:
-            raise PatternError(f"tier must be one of {TIERS}, got {tier!r}")
+            raise InputError(f"tier must be one of {list(TIERS)}, got {tier!r}")
         self.prog = prog
         self.requested = tier
         self._mod: ModuleType | None = None
