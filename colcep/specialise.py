@@ -374,6 +374,7 @@ class Tier:
         self._ready: set = set()  # argument types the specialised run_batch is compiled for
         self._sigs: dict = {}  # arg_key -> arg_types
         self._last: str | None = None
+        self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
 
     @property
     def active(self) -> str | None:
@@ -400,6 +401,10 @@ class Tier:
         if self._failed:
             self._last = "generic"
             return knfa.run_batch
+        with self._lock:
+            return self._pick(args)
+
+    def _pick(self, args: tuple) -> Callable[..., Any]:
         key = arg_key(args)
         sig = self._sigs.get(key)
         if sig is None:

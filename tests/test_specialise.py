@@ -231,6 +231,18 @@ print(m.kernel_tier, sum(rb.stats.cache_hits.values()), sum(rb.stats.cache_misse
     assert out.stdout.split() == ["specialised", "1", "0"], (out.stdout, out.stderr)
 
 
+def test_sharded_matcher_runs_the_specialised_kernel_in_every_shard():
+    case = CASES[FAST[0]]
+    table = conf.case_table(case)
+    m = cc.Matcher(conf.case_pattern(case), time="ts", timeouts=True, columns=[], key="name", threads=3,
+                   tier="specialised")
+    got = pa.concat_tables([m.process(table), m.close()])
+    assert m.kernel_tier == "specialised"
+    g = cc.Matcher(conf.case_pattern(case), time="ts", timeouts=True, columns=[], key="name")
+    assert got.equals(pa.concat_tables([g.process(table), g.close()])) and got.num_rows > 0
+    assert len(m._tier._mod.run_batch.signatures) == 1  # the shards' calls have the single path's types
+
+
 def test_colcep_match_takes_tier():
     case = CASES[FAST[0]]
     table = conf.case_table(case)
