@@ -62,17 +62,7 @@ def matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi, first
     ``(order, rows, stages, ids, keys)``: per event its row, stage, match id (``first_id`` on,
     in the new order) and key code; ``order`` maps the new match order to the kernel's."""
     nm = m_row.shape[0]
-    width = hi - lo + 1
-    start = np.zeros(width + 1, np.int64)
-    for i in range(nm):
-        start[min(m_row[i] - lo, width - 1) + 1] += 1
-    for b in range(width):
-        start[b + 1] += start[b]
-    order = np.empty(nm, np.int64)
-    for i in range(nm):
-        b = min(m_row[i] - lo, width - 1)
-        order[start[b]] = i
-        start[b] += 1
+    order = emission_order(m_row, lo, hi)
     total = m_off[nm] - m_off[0]
     rows = np.empty(total, np.int64)
     stages = np.empty(total, np.int32)
@@ -90,11 +80,10 @@ def matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi, first
     return order, rows, stages, ids, keys
 
 
-
-
 @njit(cache=True, nogil=True)
 def emission_order(m_row, lo, hi):
-    """The matches' order by emitting row (``matches_in_emission_order``'s, without its events)."""
+    """The matches' order by emitting row: a stable counting sort over ``[lo, hi)``, rows past
+    ``hi`` (as at the end of input) last."""
     nm = m_row.shape[0]
     width = hi - lo + 1
     start = np.zeros(width + 1, np.int64)
