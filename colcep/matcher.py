@@ -552,13 +552,13 @@ class Matcher:
         """One kernel call over rows in arrival order, appending its matches to ``self._out``
         after ``nm`` matches of ``ne`` events; returns the new counts."""
         st, prog = self._state, self.program
-        # one compiled signature: C-contiguous, writable inputs whatever the batch's layout
-        masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)  # ts: see time_values
+        # one compiled signature: C-contiguous inputs whatever the batch's layout (ts: read-only,
+        # see time_values)
+        masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
         max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
-        opts = tuple(np.int64(x) for x in (self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts,
-                                           self.max_partial_matches, max_nodes, tick_ts))
+        opts = prog.options(self._bound.window, self.timeouts, self.max_partial_matches, max_nodes, tick_ts)
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
         args = (prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
@@ -596,7 +596,7 @@ class Matcher:
         max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
         live = [sh.buffer.live for sh in st.shards]
         tables = prog.tables()
-        opts = (self._bound.window, prog.skip_code, prog.skip_stage, self.timeouts, self.max_partial_matches)
+        opts = partial(prog.options, self._bound.window, self.timeouts, self.max_partial_matches)
         stop = interrupt.new_stop_flag()
         cache.notice_compile()
         calls = []

@@ -61,6 +61,12 @@ class CompiledPattern:
                 p.trans_cond, lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
                 lw.cond_thr, self.sleep_cond, self.st_rel, self.st_merge, self.dfs_bounds[0], self.dfs_bounds[1])
 
+    def options(self, window: int, timeouts: bool, max_runs: int, max_nodes: int, tick_ts: int) -> tuple:
+        """``kernels.nfa.run_batch``'s ``opts`` group for this program, as int64s (one compiled
+        signature): window, skip code and stage, timed-out output, the runs and nodes bounds, tick."""
+        return tuple(np.int64(x) for x in (window, self.skip_code, self.skip_stage, timeouts, max_runs, max_nodes,
+                                           tick_ts))
+
     def start_mask(self, masks: np.ndarray, n: int) -> np.ndarray:
         """Rows at which the start run could take an event (a key with no live run skips the rest)."""
         if self.start_rule is None:

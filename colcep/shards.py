@@ -147,7 +147,8 @@ def _interleave(parts: list, n_keys: int):
 
 # ------------------------------------------------------------------------------ one batch
 def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_keys: int, chunk: int,
-              tables: tuple, opts: tuple, tick_ts: int, stop: np.ndarray, max_nodes: int, row0: int,
+              tables: tuple, opts: Callable[[int, int], tuple], tick_ts: int, stop: np.ndarray, max_nodes: int,
+              row0: int,
               ts: np.ndarray, masks: np.ndarray, cols: np.ndarray, start_mask: np.ndarray,
               kernel: Callable[[tuple], Callable] | None = None) -> tuple:
     """The kernel over shard ``s``'s rows of the batch (key ``codes``), ``tick_ts`` with the
@@ -155,8 +156,7 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
     returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
     caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
     picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.specialise``); None: the
-    generic one."""
-    window, skip_code, skip_stage, timeouts, max_runs = opts
+    generic one. ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``)."""
     nm = ne = 0
     status = np.zeros(3, np.int64)
     key = np.arange(codes.max() + 1 if codes.shape[0] else 0, dtype=np.int64)  # key code -> shard, local code
@@ -173,8 +173,7 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
         a, b = (int(r[0]), int(r[-1]) + 1) if r.shape[0] else (0, 0)
         span_ts = ts[a:b].copy()
         span_ts.flags.writeable = False  # as time_values gives it: one compiled signature
-        opts_k = tuple(np.int64(x) for x in (window, skip_code, skip_stage, timeouts, max_runs, max_nodes,
-                                             tick_ts if hi == n else NO_TICK))
+        opts_k = opts(max_nodes, tick_ts if hi == n else NO_TICK)
         batch = (key_ptr, r[order] - a, np.int64(row0 + a), span_ts, np.ascontiguousarray(masks[:, a:b]),
                  np.ascontiguousarray(cols[:, a:b]), start_mask[a:b])
         args = (tables, opts_k, stop, batch, shard.runs.arrays(), shard.held.arrays(), shard.start_dead,
