@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import linecache
 import os
 import re
 import sys
@@ -49,6 +50,10 @@ GENERATOR_VERSION = 1  # bump when the generated code changes meaning
 # faster whole scans of P1-P4 for ~35 s of CPU per compile instead of ~21 s (docs/benchmarks.md);
 # COLCEP_SPEC_INLINE=0 (or setting this to False before the first specialised Matcher) turns it off.
 INLINE = os.environ.get("COLCEP_SPEC_INLINE", "1") != "0"
+# False (COLCEP_SPEC_JIT=0): the generated module runs as plain Python from memory, nothing
+# compiled or written. For tests and debugging: the corpus runs through exactly the generated
+# code in seconds instead of a compile per pattern, and a debugger steps through its lines.
+JIT = os.environ.get("COLCEP_SPEC_JIT", "1") != "0"
 
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()  # this generator's source
 _LOCK = threading.Lock()  # one generation / import at a time in this process
@@ -286,7 +291,12 @@ def kernel_hash() -> str:
 
 
 def module_name(prog: CompiledPattern) -> str:
-    return f"{MODULE_PREFIX}{prog.fingerprint[:24]}_{kernel_hash()}"
+    return f"{MODULE_PREFIX}{prog.fingerprint[:24]}_{kernel_hash()}{'' if JIT else '_py'}"
+
+
+def _no_jit(*args: Any, **options: Any) -> Any:
+    """``njit``'s stand-in in an interpreted module (``JIT`` False): the function itself."""
+    return args[0] if args and callable(args[0]) else (lambda f: f)
 
 
 def generate(prog: CompiledPattern) -> str:
@@ -299,7 +309,13 @@ def generate(prog: CompiledPattern) -> str:
              "from colcep.kernels.conds import SCAN_AHEAD, cond as _generic_cond, next_event as _generic_next_event\n"
              "from colcep.kernels.vm import _agg, compare, eval_program\n" + _HELPERS + "\n\n"
              + _cond_source(prog) + "\n\n" + _next_event_source(prog))
-    return head + kernel + conds
+    src = head + kernel + conds
+    if not JIT:
+        src, n = re.subn(r"^from numba import njit$", "from colcep.specialise import _no_jit as njit", src,
+                         flags=re.MULTILINE)
+        if n != 1:
+            raise RuntimeError("kernels/nfa.py no longer imports njit in one line: cannot interpret its copy")
+    return src
 
 
 def module_path(prog: CompiledPattern) -> str:
@@ -313,6 +329,8 @@ def load_module(prog: CompiledPattern) -> ModuleType:
     with _LOCK:
         if name in _MODULES:
             return _MODULES[name]
+        if not JIT:  # nothing to cache: run from memory, its lines registered for tracebacks
+            return _MODULES.setdefault(name, _interpreted(name, generate(prog)))
         path = module_path(prog)
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -335,6 +353,15 @@ def load_module(prog: CompiledPattern) -> ModuleType:
         return mod
 
 
+def _interpreted(name: str, src: str) -> ModuleType:
+    filename = f"<{name}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    mod = ModuleType(name)
+    mod.__file__ = filename
+    exec(compile(src, filename, "exec"), mod.__dict__)
+    return mod
+
+
 def arg_types(args: tuple) -> tuple:
     """Numba's argument types of a ``run_batch`` call (its dispatch key; ~1 ms: see ``arg_key``)."""
     from numba import typeof
@@ -354,7 +381,10 @@ def arg_key(x: Any) -> Any:
 
 
 def compile_for(mod: ModuleType, sig: tuple) -> None:
-    """Compile (or load from the disk cache) ``mod.run_batch`` for the argument types ``sig``."""
+    """Compile (or load from the disk cache) ``mod.run_batch`` for the argument types ``sig``
+    (nothing to do for an interpreted module)."""
+    if not hasattr(mod.run_batch, "compile"):
+        return
     with cache.compile_lock():
         mod.run_batch.compile(sig)
 

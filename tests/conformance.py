@@ -7,6 +7,7 @@ engine and compares as the case says (``order``, ``compare_by``, ``expected_list
 
     python tests/conformance.py conformance                      # the colcep engine
     python tests/conformance.py --engine reference PATH...         # the plain-Python reference
+    COLCEP_SPEC_JIT=0 python tests/conformance.py --engine specialised   # the specialised tier, interpreted
 
 printing one line per failing case and a last line ``N passed, M failed``.
 """
@@ -55,15 +56,30 @@ def case_table(case: dict) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- engines
-def engine_colcep(case: dict, want_timeouts: bool):
+def run_table(case: dict, want_timeouts: bool, tier: str = "generic", batch_rows: int | None = None,
+              columns=()) -> pa.Table:
+    """The case's output table from a Matcher on ``tier``, fed whole or ``batch_rows`` at a time."""
+    table = case_table(case)
+    m = cc.Matcher(case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=want_timeouts,
+                   columns=None if columns is None else list(columns), tier=tier)
+    step = batch_rows or max(1, table.num_rows)
+    parts = [m.process(table.slice(i, step)) for i in range(0, table.num_rows, step)]
+    parts.append(m.close())
+    if tier != "generic" and m.kernel_tier != tier:
+        raise AssertionError(f"asked for the {tier} tier, the last kernel call ran on {m.kernel_tier}")
+    return pa.concat_tables(parts)
+
+
+def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic"):
     """Run the case through colcep's Matcher; returns (matches, timeouts) as lists of
     {stage: [row positions]} (timeouts: (dict, timestamp))."""
-    table = case_table(case)
-    key = case["pattern"].get("key")
-    m = cc.Matcher(case_pattern(case), key=key, time="ts", timeouts=want_timeouts, columns=[])
-    out = m.process(table)
-    out = pa.concat_tables([out, m.close()])
-    return _rows_to_matches(out, want_timeouts)
+    return _rows_to_matches(run_table(case, want_timeouts, tier), want_timeouts)
+
+
+def engine_specialised(case: dict, want_timeouts: bool):
+    """``engine_colcep`` on the specialised tier (interpreted when ``colcep.specialise.JIT`` is
+    False, i.e. ``COLCEP_SPEC_JIT=0``: a Numba compile per pattern costs ~35 s)."""
+    return engine_colcep(case, want_timeouts, "specialised")
 
 
 def _rows_to_matches(tbl: pa.Table, want_timeouts: bool):
@@ -93,7 +109,7 @@ def engine_reference(case: dict, want_timeouts: bool):
     return run_reference(prog, events, case["pattern"].get("key"), int(window), want_timeouts)
 
 
-ENGINES = {"colcep": engine_colcep, "reference": engine_reference}
+ENGINES = {"colcep": engine_colcep, "specialised": engine_specialised, "reference": engine_reference}
 
 
 # ----------------------------------------------------------------------------- comparison

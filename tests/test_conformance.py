@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import CORPUS, check_case, load_cases
+from colcep import specialise
+from conformance import CORPUS, check_case, load_cases, run_table
 
 if not CORPUS.is_dir():
     raise FileNotFoundError(f"the conformance corpus is missing at {CORPUS}: it is part of the repository "
@@ -29,6 +30,21 @@ def test_corpus_is_complete(corpus_dir):
 def test_engine(case):
     diff = check_case(case, "colcep")
     assert diff is None, diff
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_specialised_tier(case, monkeypatch):
+    """The specialised tier forced: Flink's output, and exactly the generic tier's table (rows,
+    order, match ids, every column) whole and in 1-row batches. Its generated module runs as
+    Python (``specialise.JIT`` False): the same source Numba compiles, without a ~35 s compile per
+    case; ``test_specialise.py`` compiles it for real on a sample of cases."""
+    monkeypatch.setattr(specialise, "JIT", False)
+    diff = check_case(case, "specialised")
+    assert diff is None, diff
+    timeouts = case.get("expected_timeouts") is not None
+    generic = run_table(case, timeouts, "generic", columns=None)
+    assert run_table(case, timeouts, "specialised", columns=None).equals(generic)
+    assert run_table(case, timeouts, "specialised", batch_rows=1, columns=None).equals(generic)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])

@@ -3,7 +3,9 @@
 - the Numba engine finds exactly what the plain-Python reference (Flink's algorithm with
   Dewey versions, Java's PriorityQueue layout and buffer extraction) finds;
 - splitting the input into arbitrary batches never changes the output;
-- a keyed stream gives the same matches as running each key's rows on its own.
+- a keyed stream gives the same matches as running each key's rows on its own;
+- the specialised tier (its generated module interpreted, as in ``test_conformance``) finds
+  what the reference finds and writes exactly the generic tier's table, in any batch split.
 """
 from collections import Counter
 
@@ -12,8 +14,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
+from colcep import specialise
 from colcep.compiler import compile_pattern
-from conformance import case_pattern, case_table, engine_colcep, engine_reference
+from conformance import case_pattern, case_table, engine_colcep, engine_reference, run_table
 from randcase import cases
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -42,9 +45,9 @@ def test_engine_equals_reference(case, timeouts):
     assert Counter(ts for _, ts in got_to) == Counter(ts for _, ts in ref_to)
 
 
-def _run_batches(case, sizes):
+def _run_batches(case, sizes, tier="generic"):
     tbl = case_table(case)
-    m = cc.Matcher(case_pattern(case), key=case["pattern"]["key"], time="ts", timeouts=True)
+    m = cc.Matcher(case_pattern(case), key=case["pattern"]["key"], time="ts", timeouts=True, tier=tier)
     parts, start = [], 0
     for size in sizes:
         if start >= tbl.num_rows:
@@ -81,3 +84,20 @@ def test_keys_are_independent(case):
         got, _ = engine_colcep(sub, False)
         alone += [{s: [ids[r] for r in rows] for s, rows in m.items()} for m in got]
     assert _canon(keyed) == _canon(alone)
+
+
+@settings(SETTINGS, max_examples=200)
+@given(cases(max_events=16), st.booleans(), st.lists(st.integers(0, 5), min_size=1, max_size=16))
+def test_specialised_tier_equals_reference_and_generic(case, timeouts, sizes):
+    assume(_valid(case))
+    specialise.JIT, jit = False, specialise.JIT  # (hypothesis: no function-scoped monkeypatch)
+    try:
+        got, got_to = engine_colcep(case, timeouts, "specialised")
+        ref, ref_to = engine_reference(case, timeouts)
+        assert _canon(got) == _canon(ref)
+        assert _canon([m for m, _ in got_to]) == _canon([m for m, _ in ref_to])
+        generic = run_table(case, timeouts, "generic", columns=None)
+        assert run_table(case, timeouts, "specialised", columns=None).equals(generic)
+        assert _run_batches(case, sizes, "specialised").equals(_run_batches(case, sizes))
+    finally:
+        specialise.JIT = jit

@@ -151,6 +151,27 @@ def test_inline_option_gives_another_module(monkeypatch):
         assert f'inline="always")\ndef {name}(' not in plain
 
 
+def test_interpreted_module_runs_the_generated_source_without_numba(monkeypatch, tmp_path):
+    """``JIT`` False: the same source with ``njit`` a no-op, run from memory (nothing written to
+    the cache folder), its lines in tracebacks."""
+    prog = cc.compile(P2)
+    monkeypatch.setattr(sp, "JIT", False)
+    monkeypatch.setattr(cache, "_DIR", str(tmp_path))
+    mod = sp.load_module(prog)
+    assert not hasattr(mod.run_batch, "compile") and not hasattr(mod.cond, "py_func")
+    assert not os.path.exists(tmp_path / "spec")
+    src = sp.generate(prog)
+    monkeypatch.setattr(sp, "JIT", True)
+    assert src.replace("from colcep.specialise import _no_jit as njit", "from numba import njit") == sp.generate(prog)
+    import linecache
+    assert linecache.getline(mod.__file__, 1) == src.splitlines(True)[0]
+    case = CASES[FAST[0]]
+    monkeypatch.setattr(sp, "JIT", False)
+    want, _ = _run(case, "generic", True)
+    got, tiers = _run(case, "specialised", True, batch=2)
+    assert set(tiers) == {"specialised"} and got.equals(want)
+
+
 # ----------------------------------------------------------------------------- whole runs
 def _run(case, tier, timeouts, batch=None, switch_after=None):
     """The case through a Matcher of ``tier`` in batches of ``batch`` rows; returns the output
