@@ -70,12 +70,12 @@ class TickStream:
 
 
 def stream(pattern: str = "P4", events: int = 1_000_000, batch: int = 100_000, symbols: int = 100,
-           seed: int = 7, every: int = 1, progress=None) -> list[dict]:
-    """Stream ``events`` ticks in batches of ``batch`` through one Matcher for benchmark pattern
-    ``pattern``; one record per ``every`` batches (and the last)."""
-    warm_up([pattern])
+           seed: int = 7, every: int = 1, progress=None, tier: str = "generic") -> list[dict]:
+    """Stream ``events`` ticks in batches of ``batch`` through one Matcher (kernel ``tier``) for
+    benchmark pattern ``pattern``; one record per ``every`` batches (and the last)."""
+    warm_up([pattern], tiers=(tier,))
     src = TickStream(symbols, seed)
-    m = colcep.Matcher(PATTERNS[pattern], key="name", time="ts", columns=[])
+    m = colcep.Matcher(PATTERNS[pattern], key="name", time="ts", columns=[], tier=tier)
     records, done, matches, i = [], 0, 0, 0
     t0 = time.perf_counter()
     base_rss = rss_bytes()
@@ -140,12 +140,14 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=float, default=1e5, help="events per batch")
     ap.add_argument("--symbols", type=int, default=100)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--tier", default="generic", choices=["generic", "specialised"], help="the kernel tier")
     ap.add_argument("--every", type=int, default=0, help="print every N batches (default: ~20 lines)")
     ap.add_argument("--json", help="write the records and the summary here")
     a = ap.parse_args(argv)
     events, batch = int(a.events), int(a.batch)
     every = a.every or max(1, events // batch // 20)
-    print(f"# {a.pattern}: {events:,} events in batches of {batch:,} over {a.symbols} symbols, one Matcher")
+    print(f"# {a.pattern}: {events:,} events in batches of {batch:,} over {a.symbols} symbols, one Matcher, "
+          f"{a.tier} kernel")
     print("| events | seconds | RSS MiB | peak RSS MiB since last line | live partial matches | buffer nodes | "
           "state MiB | matches |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -154,7 +156,7 @@ def main(argv=None) -> int:
         print(f"| {r['events']:,} | {r['seconds']:.1f} | {r['rss'] / MIB:.1f} | {r['peak_rss'] / MIB:.1f} | {r['live_pm']:,} | "
               f"{r['buffer_nodes']:,} | {r['state_bytes'] / MIB:.2f} | {r['matches']:,} |", flush=True)
 
-    records = stream(a.pattern, events, batch, a.symbols, a.seed, every, progress=show)
+    records = stream(a.pattern, events, batch, a.symbols, a.seed, every, progress=show, tier=a.tier)
     s = summarise(records)
     print()
     print(f"RSS {s['rss_start_mib']:.1f} MiB (first quarter) -> {s['rss_end_mib']:.1f} MiB (last quarter), "

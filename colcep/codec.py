@@ -187,7 +187,8 @@ def _duration_in(d: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ decode
-def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | None = 1) -> "Matcher":
+def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | None = 1,
+           tier: str = "generic") -> "Matcher":
     header, blobs = _parse(data)
     if header["fingerprint"] != program.fingerprint:
         raise SnapshotError("the snapshot was taken with a different pattern (program fingerprint "
@@ -197,7 +198,7 @@ def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | No
     m = cls(program, key=s["key"], time=s["time"], columns=s["columns"], timeouts=s["timeouts"],
             time_unit=s["time_unit"], max_partial_matches=s["max_partial_matches"],
             max_state_bytes=s["max_state_bytes"], out_of_orderness=_duration_in(s["out_of_orderness"]),
-            threads=threads)
+            threads=threads, tier=tier)
     st: MatcherState = m._state
     st.shards = None  # read in the one-thread layout, split at the end
     st.runs = Runs(*(blobs.array(f"runs.{n}") for n in ("ptr", "state", "node", "start_ts", "start_pos", "v")))

@@ -38,7 +38,7 @@ from .keys import key_names, normalize_key
 from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
-from .specialise import DEFAULT_TIER, TIERS, Tier
+from .specialise import DEFAULT_TIER, Tier, check_tier
 from .state import NODE_BYTES, Buffer, Held, MatcherState, Runs
 from .watermark import ARRIVAL, next_watermark, release, time_values
 
@@ -128,8 +128,7 @@ class Matcher:
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None,
                  threads: int | None = 1, tier: str = DEFAULT_TIER):
-        if tier not in TIERS:
-            raise InputError(f"tier must be one of {list(TIERS)}, got {tier!r}")
+        check_tier(tier)
         if not isinstance(pattern, (Pattern, CompiledPattern)):
             raise PatternError(f"Matcher needs a colcep Pattern, got {type(pattern).__name__}")
         if time_unit is not None and time_unit not in TIME_UNITS:
@@ -266,12 +265,14 @@ class Matcher:
         return encode(self, keys)
 
     @classmethod
-    def restore(cls, pattern: "Pattern | CompiledPattern", data: bytes, threads: int | None = 1) -> "Matcher":
+    def restore(cls, pattern: "Pattern | CompiledPattern", data: bytes, threads: int | None = 1,
+                tier: str = DEFAULT_TIER) -> "Matcher":
         """A Matcher that continues from ``snapshot()`` bytes exactly where it stopped, on
-        ``threads`` threads (any number, whatever the snapshotted Matcher used). The pattern
-        must compile to the same program (its fingerprint is checked)."""
+        ``threads`` threads and kernel ``tier`` (any, whatever the snapshotted Matcher used: the
+        tiers share the state layout). The pattern must compile to the same program (its
+        fingerprint is checked)."""
         from .codec import decode
-        return decode(cls, compile_program(pattern), data, threads=threads)
+        return decode(cls, compile_program(pattern), data, threads=threads, tier=tier)
 
     # ------------------------------------------------------------------ stage and commit
     def _check_open(self) -> None:

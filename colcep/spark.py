@@ -49,6 +49,7 @@ from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
 from .ship import executor_report, ship
+from .specialise import check_tier
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -81,6 +82,7 @@ class _Spec:
     max_partial_matches: int
     in_schema: pa.Schema  # Arrow schema of the rows a task receives
     out_schema: pa.Schema  # Arrow schema Spark expects back
+    tier: str = "generic"  # the kernel tier of every task's Matcher
 
     @property
     def program(self) -> CompiledPattern:
@@ -101,7 +103,8 @@ class _Spec:
         return Matcher(self.program, key=self.key, time=self.time,
                        columns=[c for c in cols if c not in self.key_columns],
                        timeouts=self.timeouts, time_unit=self.time_unit,
-                       max_partial_matches=self.max_partial_matches, threads=1)  # a task keeps to its core
+                       max_partial_matches=self.max_partial_matches, tier=self.tier,
+                       threads=1)  # a task keeps to its core
 
 
 class KeyedStream:
@@ -189,7 +192,8 @@ class KeyedStream:
 
 def arrow_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
                columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
-               time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES) -> _Spec:
+               time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+               tier: str = "generic") -> _Spec:
     """The task spec for input with Arrow ``schema`` (validated; without ``seq`` the rows
     must carry a generated ``__colcep_row`` column). Used without Spark by the CLI's
     in-process scan and by tests: ``KeyedStream(arrow_spec(...))``."""
@@ -206,7 +210,7 @@ def arrow_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str] | 
         out += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
     out += [schema.field(c) for c in out_cols]
     spec = _Spec(pattern, key, time, seq or ROW_COL, tuple(out_cols), bool(timeouts), time_unit,
-                 int(max_partial_matches), pa.schema(in_fields), pa.schema(out))
+                 int(max_partial_matches), pa.schema(in_fields), pa.schema(out), check_tier(tier))
     _validate_pattern(spec)
     return spec
 
@@ -504,7 +508,7 @@ def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", 
           columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
           time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           num_partitions: int | None = None, check_nulls: bool = True,
-          metrics: ScanMetrics | None = None) -> "DataFrame":
+          metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
     """Find ``pattern`` in a Spark DataFrame, per ``key``, in ``time`` order; returns a lazy
     DataFrame of matches (one row per matched event).
 
@@ -526,6 +530,9 @@ def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", 
     check_nulls: run a quick JVM query for nulls in the key / time / seq columns (when their
         schema allows nulls), so that they are reported before the job starts.
     metrics: a :class:`ScanMetrics` to fill in while the job runs.
+    tier: every task's kernel tier (:class:`colcep.Matcher`): ``"auto"`` or ``"specialised"``
+        compile the pattern's kernel once per executor machine (~35 s of CPU, then Numba's disk
+        cache), worth it for long scans of one pattern.
 
     Arrow batch size is the session's ``spark.sql.execution.arrow.maxRecordsPerBatch``
     (read when the job runs); any size works, large ones (>= 100 000) are faster.
@@ -553,7 +560,7 @@ def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", 
     in_schema = _to_arrow(spark, proj.schema)
     out_struct = T.StructType(_out_fields([fields[k] for k in keys], timeouts, [fields[c] for c in out_cols]))
     spec = _Spec(pattern, key, time, row, tuple(out_cols), bool(timeouts), time_unit, int(max_partial_matches),
-                 in_schema, _to_arrow(spark, out_struct))
+                 in_schema, _to_arrow(spark, out_struct), check_tier(tier))
     _validate_pattern(spec)
     if key is None:
         parts = proj.repartition(1).sortWithinPartitions(time, row)
@@ -776,7 +783,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
                   seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
                   partitioning: str | None = "hive", batch_rows: int = DEFAULT_BATCH_ROWS,
-                  metrics: ScanMetrics | None = None) -> "DataFrame":
+                  metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
     """Match Parquet data already laid out by key, read by the executors with pyarrow.
 
     The layout must keep every key in one place: Hive partitions on the key
@@ -786,7 +793,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
     (key, time, seq) unless already in order, and matches them. Executors must reach
     ``path`` (a shared file system or an object store URI pyarrow can open).
 
-    Output as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
+    Output and ``tier`` as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
     of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
     """
     import pyarrow.dataset as ds
@@ -809,7 +816,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
     for frag in data.get_fragments():
         part_names |= set(ds.get_partition_keys(frag.partition_expression))
     spec = arrow_spec(schema, pattern, key, time, columns, seq=seq, timeouts=timeouts, time_unit=time_unit,
-                      max_partial_matches=max_partial_matches)
+                      max_partial_matches=max_partial_matches, tier=tier)
     need = [c for c in spec.in_schema.names if c != ROW_COL]
     if any(c in part_names and c != key for c in need):
         raise InputError(f"only the key may be a Hive partition column; {sorted(part_names - {key})} are too")

@@ -49,6 +49,7 @@ from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
+from .specialise import check_tier
 from .watermark import time_values
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,6 +84,7 @@ class StreamSpec:
     max_state_bytes: int
     in_schema: pa.Schema         # the rows a step receives
     out_schema: pa.Schema        # the rows a step returns
+    tier: str = "generic"        # the kernel tier (colcep.Matcher)
 
     @property
     def program(self) -> CompiledPattern:
@@ -109,7 +111,7 @@ class StreamSpec:
                        columns=[c for c in self.in_schema.names if c not in self.key_columns], timeouts=self.timeouts,
                        time_unit="us", max_partial_matches=self.max_partial_matches,
                        max_state_bytes=self.max_state_bytes, out_of_orderness="watermarks",
-                       threads=1)  # a task keeps to its core
+                       tier=self.tier, threads=1)  # a task keeps to its core
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ class KeyState:
 def stream_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str]", time: str = "ts",
                 columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-                max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None) -> StreamSpec:
+                max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None,
+                tier: str = "generic") -> StreamSpec:
     """The step spec for rows with Arrow ``schema`` (the time column an int64 of microseconds);
     validated by binding the pattern. Used by :func:`match_stream` and, without Spark, by tests."""
     from .spark import _arrow_kind, _check_columns
@@ -161,7 +164,7 @@ def stream_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str]",
     out.append(pa.field(LATE, pa.bool_()))
     out += [pa.field(c, tt) if c == time else schema.field(c) for c in out_cols]
     spec = StreamSpec(pattern, key, time, seq, tuple(out_cols), bool(timeouts), int(max_partial_matches),
-                      int(max_state_bytes), in_schema, pa.schema(out))
+                      int(max_state_bytes), in_schema, pa.schema(out), check_tier(tier))
     m = spec.matcher()  # binds the pattern: condition types, the window in microseconds
     m.process(in_schema.empty_table())
     return spec
@@ -252,7 +255,7 @@ def _read_rows(b: bytes) -> pa.Table:
 
 
 def _restore(spec: StreamSpec, snapshot: bytes) -> Matcher:
-    m = Matcher.restore(spec.program, snapshot)
+    m = Matcher.restore(spec.program, snapshot, tier=spec.tier)
     keys = m._state.keys
     if keys.types[0] is not None and pa.types.is_null(keys.types[0]):
         # a snapshot taken while all the key's rows still waited for the watermark records the
@@ -361,7 +364,7 @@ def _state_struct():
 def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", time: str = "ts",
                  columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES) -> "DataFrame":
+                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = "generic") -> "DataFrame":
     """Find ``pattern`` per ``key`` in a streaming DataFrame; returns a streaming DataFrame of
     matches (one row per matched event) and late rows, to write in ``append`` mode.
 
@@ -381,6 +384,7 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", 
     max_partial_matches: bound on one key's live partial matches.
     max_state_bytes: bound on one key's state (its match buffer and its stored snapshot).
     A key over a bound fails the micro-batch with ``CapacityError`` naming the key and figures.
+    tier: the kernel tier of every key's Matcher (:func:`colcep.spark.match`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -416,7 +420,7 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", 
     tz = spark.conf.get("spark.sql.session.timeZone", "UTC")
     spec = stream_spec(arrow_in, pattern, key, time, columns, seq=seq, timeouts=timeouts,
                        max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes,
-                       out_time_type=pa.timestamp("us", tz=tz))
+                       out_time_type=pa.timestamp("us", tz=tz), tier=tier)
     # The operator must see a watermarked column, or Spark refuses event-time timeouts; a
     # constant far-future one is never late, so Spark drops no row: colcep decides lateness.
     proj = plain.select(*spec.in_schema.names,

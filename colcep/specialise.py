@@ -58,6 +58,7 @@ JIT = os.environ.get("COLCEP_SPEC_JIT", "1") != "0"
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()  # this generator's source
 _LOCK = threading.Lock()  # one generation / import at a time in this process
 _MODULES: dict[str, ModuleType] = {}
+_SIGS: dict = {}  # arg_key -> arg_types, for every Tier of the process (many short-lived Matchers)
 
 
 # ----------------------------------------------------------------------------- bytecode -> expression
@@ -383,26 +384,30 @@ def arg_key(x: Any) -> Any:
 def compile_for(mod: ModuleType, sig: tuple) -> None:
     """Compile (or load from the disk cache) ``mod.run_batch`` for the argument types ``sig``
     (nothing to do for an interpreted module)."""
-    if not hasattr(mod.run_batch, "compile"):
+    if not hasattr(mod.run_batch, "compile") or sig in mod.run_batch.overloads:
         return
     with cache.compile_lock():
         mod.run_batch.compile(sig)
 
 
 # ----------------------------------------------------------------------------- the tier
+def check_tier(tier: str) -> str:
+    """``tier`` if it names a tier, else an InputError saying which ones do."""
+    if tier not in TIERS:
+        raise InputError(f"tier must be one of {list(TIERS)}, got {tier!r}")
+    return tier
+
+
 class Tier:
     """Which ``run_batch`` a Matcher calls, batch by batch (see the module docstring)."""
 
     def __init__(self, prog: CompiledPattern, tier: str = DEFAULT_TIER):
-        if tier not in TIERS:
-            raise InputError(f"tier must be one of {list(TIERS)}, got {tier!r}")
         self.prog = prog
-        self.requested = tier
+        self.requested = check_tier(tier)
         self._mod: ModuleType | None = None
         self._failed = tier == "generic"
         self._thread: threading.Thread | None = None
         self._ready: set = set()  # argument types the specialised run_batch is compiled for
-        self._sigs: dict = {}  # arg_key -> arg_types
         self._last: str | None = None
         self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
 
@@ -436,9 +441,9 @@ class Tier:
 
     def _pick(self, args: tuple) -> Callable[..., Any]:
         key = arg_key(args)
-        sig = self._sigs.get(key)
+        sig = _SIGS.get(key)
         if sig is None:
-            sig = self._sigs[key] = arg_types(args)
+            sig = _SIGS[key] = arg_types(args)
         if sig not in self._ready:
             if self.requested == "specialised":
                 self._build(sig)

@@ -264,6 +264,53 @@ def test_sharded_matcher_runs_the_specialised_kernel_in_every_shard():
     assert len(m._tier._mod.run_batch.signatures) == 1  # the shards' calls have the single path's types
 
 
+def test_restore_takes_a_tier_and_the_tiers_hand_over_through_snapshots(monkeypatch):
+    """A snapshot restores onto any tier (one state layout): generic -> specialised -> generic
+    at every batch boundary gives the uninterrupted generic table."""
+    monkeypatch.setattr(sp, "JIT", False)
+    case = CASES[FAST[1]]
+    table, prog = conf.case_table(case), cc.compile(conf.case_pattern(case))
+    whole = cc.Matcher(prog, key=case["pattern"].get("key"), time="ts", timeouts=True, columns=None)
+    want = pa.concat_tables([whole.process(table), whole.close()])
+    m = cc.Matcher(prog, key=case["pattern"].get("key"), time="ts", timeouts=True, columns=None)
+    parts, tiers = [], []
+    for i in range(table.num_rows):
+        m = cc.Matcher.restore(prog, m.snapshot(), tier=("specialised", "generic")[i % 2])
+        parts.append(m.process(table.slice(i, 1)))
+        tiers.append(m.kernel_tier)
+    snap = m.snapshot()
+    parts.append(m.close())
+    assert set(tiers) == {"specialised", "generic"}
+    assert pa.concat_tables(parts).equals(want) and want.num_rows > 0
+    with pytest.raises(InputError, match="tier must be one of"):
+        cc.Matcher.restore(prog, snap, tier="fast")
+
+
+def test_spark_task_specs_carry_the_tier(monkeypatch):
+    """``colcep.spark.match(tier=)`` / ``match_stream(tier=)`` reach every task's Matcher through
+    the spec (checked without Spark, on the code a task runs); a bad tier fails on the driver."""
+    from colcep.spark import KeyedStream, arrow_spec
+    from colcep.spark_stream import stream_spec
+    from colcep.ticks import make_ticks
+
+    monkeypatch.setattr(sp, "JIT", False)
+    t = make_ticks(3000, 4, 3)  # has an "id" column
+    srt = t.sort_by([("name", "ascending"), ("ts", "ascending"), ("id", "ascending")])
+    out = {}
+    for tier in ("generic", "specialised"):
+        spec = arrow_spec(srt.schema, P2, "name", "ts", ["price"], seq="id", tier=tier)
+        assert spec.matcher()._tier.requested == tier
+        ks = KeyedStream(spec)
+        out[tier] = pa.concat_tables([*ks.feed(srt), *ks.finish()])
+        sspec = stream_spec(t.schema, P2, "name", "ts", ["price"], seq="id", tier=tier)
+        assert sspec.matcher()._tier.requested == tier
+    assert out["specialised"].equals(out["generic"]) and out["generic"].num_rows > 0
+    for make in (lambda: arrow_spec(srt.schema, P2, "name", "ts", [], seq="id", tier="fastest"),
+                 lambda: stream_spec(t.schema, P2, "name", "ts", [], seq="id", tier="fastest")):
+        with pytest.raises(InputError, match="tier must be one of"):
+            make()
+
+
 def test_colcep_match_takes_tier():
     case = CASES[FAST[0]]
     table = conf.case_table(case)

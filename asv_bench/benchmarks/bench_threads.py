@@ -1,28 +1,36 @@
 """Scan throughput with the keys spread over threads (``threads=``): the four benchmark patterns
-over 10^6 ticks (quick: 10^4) at 100 and 5,000 symbols, with 1 and 2 threads.
+over 10^6 ticks (quick: 10^4) at 100 and 5,000 symbols, with 1 and 2 threads, on both kernel
+tiers (the quick smoke run interprets the specialised module, as in bench_tiers).
 
     asv run --python=same --bench bench_threads
 
 ``track_speedup`` is the one-thread time over the two-thread time, measured in the same
 process (target >= 1.8 on 2 free cores; the machine must not be busy with anything else).
 """
-from .common import PATTERN_NAMES, PATTERNS, QUICK_EVENTS, QUICK, REF_EVENTS, best_time, load, make_data, warm_up
+from .common import (PATTERN_NAMES, PATTERNS, QUICK_EVENTS, QUICK, REF_EVENTS, best_time, enter_tier, leave_tier,
+                     make_data, scan, tier_table, warm_up)
 
-import colcep
 
 EVENTS = QUICK_EVENTS if QUICK else REF_EVENTS
 SYMBOLS = [100, 5000]
+TIERS = ["generic", "specialised"]
 
 
-def threaded_scan(pattern, table, threads: int) -> int:
-    """One Matcher over the whole table on ``threads`` threads (compact output); the output rows."""
-    m = colcep.Matcher(pattern, key="name", time="ts", columns=[], threads=threads)
-    return m.process(table).num_rows + m.close().num_rows
+class _Setup:
+    def setup(self, cache, pattern, symbols, tier, *threads):
+        self._jit = enter_tier()
+        warm_up([pattern], tiers=(tier,))
+        self.table = tier_table(cache, EVENTS, symbols)
+        self.pattern = PATTERNS[pattern]
+        scan(self.pattern, self.table.slice(0, 70_000), tier, max(threads or (2,)))  # the pool's threads started
+
+    def teardown(self, cache, pattern, symbols, tier, *threads):
+        leave_tier(self._jit)
 
 
-class Threads:
-    params = (PATTERN_NAMES, SYMBOLS, [1, 2])
-    param_names = ["pattern", "symbols", "threads"]
+class Threads(_Setup):
+    params = (PATTERN_NAMES, SYMBOLS, TIERS, [1, 2])
+    param_names = ["pattern", "symbols", "tier", "threads"]
     timeout = 1800
     number = 1
     repeat = (1, 3, 30.0)
@@ -30,37 +38,26 @@ class Threads:
     warmup_time = 0.0
     setup_cache = staticmethod(make_data)
 
-    def setup(self, cache, pattern, symbols, threads):
-        warm_up([pattern])
-        self.table = load(cache, EVENTS, symbols)
-        self.pattern = PATTERNS[pattern]
-        threaded_scan(self.pattern, self.table.slice(0, 70_000), threads)  # the pool's threads started
+    def time_scan(self, cache, pattern, symbols, tier, threads):
+        scan(self.pattern, self.table, tier, threads)
 
-    def time_scan(self, cache, pattern, symbols, threads):
-        threaded_scan(self.pattern, self.table, threads)
-
-    def track_events_per_second(self, cache, pattern, symbols, threads):
-        dt, _ = best_time(lambda: threaded_scan(self.pattern, self.table, threads), repeat=3, budget=30.0)
+    def track_events_per_second(self, cache, pattern, symbols, tier, threads):
+        dt, _ = best_time(lambda: scan(self.pattern, self.table, tier, threads), repeat=3, budget=30.0)
         return self.table.num_rows / dt
 
     track_events_per_second.unit = "events/s"
 
 
-class ThreadSpeedup:
-    params = (PATTERN_NAMES, SYMBOLS)
-    param_names = ["pattern", "symbols"]
+class ThreadSpeedup(_Setup):
+    params = (PATTERN_NAMES, SYMBOLS, TIERS)
+    param_names = ["pattern", "symbols", "tier"]
     timeout = 1800
     rounds = 1
     setup_cache = staticmethod(make_data)
 
-    def setup(self, cache, pattern, symbols):
-        warm_up([pattern])
-        self.table = load(cache, EVENTS, symbols)
-        self.pattern = PATTERNS[pattern]
-
-    def track_speedup(self, cache, pattern, symbols):
-        one, a = best_time(lambda: threaded_scan(self.pattern, self.table, 1), repeat=3, budget=30.0)
-        two, b = best_time(lambda: threaded_scan(self.pattern, self.table, 2), repeat=3, budget=30.0)
+    def track_speedup(self, cache, pattern, symbols, tier):
+        one, a = best_time(lambda: scan(self.pattern, self.table, tier, 1), repeat=3, budget=30.0)
+        two, b = best_time(lambda: scan(self.pattern, self.table, tier, 2), repeat=3, budget=30.0)
         assert a == b
         return one / two
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import colcep
+from colcep import specialise
 from colcep.examples import BENCHMARK_PATTERNS
 from colcep.expr import col, first, last
 from colcep.pattern import Pattern
@@ -95,10 +96,11 @@ def load(cache: dict, events: int, symbols: int) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- scans
-def scan(pattern: Pattern, table: pa.Table) -> int:
-    """Run ``pattern`` over ``table`` with one Matcher (process + close), materialising every
-    match as colcep's compact output (match_id, key, stage, row); returns the number of matches."""
-    m = colcep.Matcher(pattern, key="name", time="ts", columns=[])
+def scan(pattern: Pattern, table: pa.Table, tier: str = "generic", threads: int = 1) -> int:
+    """Run ``pattern`` over ``table`` with one Matcher (process + close) on kernel ``tier`` and
+    ``threads`` threads, materialising every match as colcep's compact output (match_id, key,
+    stage, row); returns the number of matches."""
+    m = colcep.Matcher(pattern, key="name", time="ts", columns=[], tier=tier, threads=threads)
     a = m.process(table)
     b = m.close()
     return _n_matches(a) + _n_matches(b)
@@ -118,18 +120,40 @@ def yardstick_scan(name: str, table: pa.Table) -> int:
 _WARM = set()
 
 
-def warm_up(names=None) -> None:
-    """Compile / load from the disk cache every kernel a scan uses (colcep and the yardstick),
-    so timings are after JIT warm-up."""
+def warm_up(names=None, tiers=("generic",)) -> None:
+    """Compile / load from the disk cache every kernel a scan uses (colcep's ``tiers`` and the
+    yardstick), so timings are after JIT warm-up."""
     names = PATTERN_NAMES if names is None else list(names)
-    todo = [n for n in names if n not in _WARM]
+    todo = [(n, t) for n in names for t in tiers if (n, t) not in _WARM]
     if not todo:
         return
     tiny = make_ticks(500, 5, SEED)
-    for n in todo:
-        scan(PATTERNS[n], tiny)
-        _WARM.add(n)
+    for n, t in todo:
+        scan(PATTERNS[n], tiny, tier=t)
+        _WARM.add((n, t))
     yardstick.warm_up()
+
+
+def enter_tier() -> bool:
+    """Call in ``setup`` of a benchmark with a ``tier`` parameter: in the quick smoke run (CI) the
+    specialised tier interprets its generated module (``COLCEP_SPEC_JIT=0``) instead of compiling
+    one per pattern (~35 s each), so its figures there mean nothing. Returns what ``leave_tier``
+    restores."""
+    jit = specialise.JIT
+    if QUICK:
+        specialise.JIT = False
+    return jit
+
+
+def leave_tier(jit: bool) -> None:
+    specialise.JIT = jit
+
+
+def tier_table(cache: dict, events: int, symbols: int) -> pa.Table:
+    """``load`` for the benchmarks with a ``tier`` parameter: in the quick smoke run only its
+    first 2,000 rows (the interpreted specialised module takes ~0.1 ms an event)."""
+    table = load(cache, events, symbols)
+    return table.slice(0, 2_000) if QUICK else table
 
 
 def best_time(fn, repeat: int = 3, budget: float = 60.0) -> tuple[float, object]:
