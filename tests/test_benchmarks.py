@@ -112,6 +112,17 @@ def test_match_count_helper_agrees_with_distinct_ids():
         assert _n_matches(part) == pc.count_distinct(part.column("match_id")).as_py()
 
 
+def test_state_probe_counts_the_matchers_arrays():
+    """``matcher_state_bytes`` (bytes per live partial match in bench_memory) finds the arrays
+    the Matcher's state holds: at least their live part (``Matcher.state_bytes``)."""
+    from benchmarks.common import matcher_state_bytes
+
+    m = colcep.Matcher(BENCHMARK_PATTERNS["P4"], key="name", time="ts", columns=[])
+    m.process(make_ticks(5_000, 20, 1))
+    assert m.live_partial_matches > 20
+    assert matcher_state_bytes(m) >= m.state_bytes >= 50 * m.live_partial_matches
+
+
 # ----------------------------------------------------------------------------- every benchmark runs
 def test_benchmark_modules_found():
     names = {m.__name__.split(".")[-1] for m in _modules()}

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import colcep
 from colcep import specialise
 from colcep.examples import BENCHMARK_PATTERNS
+from colcep.program import CompiledPattern
 from colcep.expr import col, first, last
 from colcep.pattern import Pattern
 from colcep.ticks import make_ticks
@@ -262,12 +263,14 @@ def peak_above(fn) -> tuple[int, object]:
 
 def matcher_state_bytes(m: colcep.Matcher) -> int:
     """Bytes of the numpy arrays a Matcher holds between batches (runs, held matches, shared
-    buffer, per-key arrays), found by walking its attributes, so it follows renames; not the
-    pooled output arrays (``_out``: scratch sized by the largest batch's matches)."""
+    buffer, per-key arrays: allocated capacity, slack included), found by walking its attributes
+    and those of colcep's objects it holds (its state, the state's parts), so it follows renames;
+    not the program's tables nor the pooled output arrays (``_out``: scratch sized by the
+    largest batch's matches). ``Matcher.state_bytes`` is the live part of the same."""
     seen: set[int] = set()
 
     def walk(x) -> int:
-        if id(x) in seen:
+        if id(x) in seen or isinstance(x, CompiledPattern):
             return 0
         seen.add(id(x))
         if isinstance(x, np.ndarray):  # a view counts as the whole array it views (its capacity)
@@ -276,6 +279,8 @@ def matcher_state_bytes(m: colcep.Matcher) -> int:
             return sum(walk(y) for y in x)
         if isinstance(x, dict):
             return sum(walk(y) for y in x.values())
+        if type(x).__module__.startswith("colcep.") and hasattr(x, "__dict__"):
+            return sum(walk(v) for k, v in vars(x).items() if k not in ("_retained", "_out"))
         return 0
 
     return sum(walk(v) for k, v in vars(m).items() if k not in ("program", "_retained", "_out"))
