@@ -342,6 +342,7 @@ def load_module(prog: CompiledPattern) -> ModuleType:
                     with open(tmp, "w", encoding="utf-8") as fh:
                         fh.write(src)
                     os.replace(tmp, path)  # never rewritten: Numba's cache index keys it by its mtime
+                    prune_stale(os.path.dirname(path))
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
@@ -361,6 +362,31 @@ def _interpreted(name: str, src: str) -> ModuleType:
     mod.__file__ = filename
     exec(compile(src, filename, "exec"), mod.__dict__)
     return mod
+
+
+_STALE = re.compile(rf"^{MODULE_PREFIX}[0-9a-f]{{24}}_([0-9a-f]{{16}})(?:_py)?[._]")
+
+
+def prune_stale(folder: str) -> int:
+    """Delete the specialised modules in ``folder`` (and their Numba cache files) that earlier
+    kernel sources generated (another kernel hash: nothing loads them again); returns how many
+    files went. Called when a module is written, under the compile lock."""
+    current = kernel_hash()
+    gone = 0
+    for d in (folder, os.path.join(folder, "__pycache__")):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            m = _STALE.match(name)
+            if m and m.group(1) != current:
+                try:
+                    os.remove(os.path.join(d, name))
+                    gone += 1
+                except OSError:
+                    pass
+    return gone
 
 
 def arg_types(args: tuple) -> tuple:

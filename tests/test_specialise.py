@@ -139,6 +139,27 @@ def test_module_file_is_named_by_fingerprint_and_kernel_hash():
     assert sp.module_path(other) != path
 
 
+def test_writing_a_module_deletes_those_of_earlier_kernel_sources(monkeypatch, tmp_path):
+    """Modules (and their Numba cache files) of another kernel hash are stale: deleted when a
+    module is written; this kernel's modules and unrelated files stay."""
+    monkeypatch.setattr(cache, "_DIR", str(tmp_path))
+    spec = tmp_path / "spec"
+    (spec / "__pycache__").mkdir(parents=True)
+    old, other_fp = "0" * 16, "ab" * 12
+    stale = [spec / f"{sp.MODULE_PREFIX}{other_fp}_{old}.py",
+             spec / "__pycache__" / f"{sp.MODULE_PREFIX}{other_fp}_{old}.run_batch-501.py311.nbi",
+             spec / "__pycache__" / f"{sp.MODULE_PREFIX}{other_fp}_{old}._run_key-388.py311.1.nbc"]
+    keep = [spec / f"{sp.MODULE_PREFIX}{other_fp}_{sp.kernel_hash()}.py", spec / "notes.txt"]
+    for f in stale + keep:
+        f.write_text("x")
+    prog = cc.compile(P1)
+    monkeypatch.setattr(sp, "_MODULES", {})
+    sp.load_module(prog)  # writes this pattern's module (compiles nothing until run_batch is called)
+    assert os.path.exists(sp.module_path(prog))
+    assert not any(f.exists() for f in stale)
+    assert all(f.exists() for f in keep)
+
+
 def test_inline_option_gives_another_module(monkeypatch):
     prog = cc.compile(P1)
     monkeypatch.setattr(sp, "INLINE", False)
