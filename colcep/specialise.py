@@ -285,14 +285,16 @@ def _kernel_source() -> str:
 
 def kernel_hash() -> str:
     """A hash of the kernel sources the generated module copies or calls (``nfa.py`` and every
-    kernel module it imports, transitively), of this generator's source and of its options."""
+    kernel module it imports, transitively) and of this generator's source."""
     stamp = cache._stamp(knfa.__file__, getattr(knfa, "__loader__", None))
-    tag = f"gen-v{GENERATOR_VERSION}{'-inline' if INLINE else ''}".encode()
-    return hashlib.sha256(stamp + _SELF + tag).hexdigest()[:16]
+    return hashlib.sha256(stamp + _SELF + f"gen-v{GENERATOR_VERSION}".encode()).hexdigest()[:16]
 
 
 def module_name(prog: CompiledPattern) -> str:
-    return f"{MODULE_PREFIX}{prog.fingerprint[:24]}_{kernel_hash()}{'' if JIT else '_py'}"
+    """``colcep_spec_<fingerprint>_<kernel hash>``, then the options: ``_plain`` (``INLINE``
+    off), ``_py`` (``JIT`` off)."""
+    return (f"{MODULE_PREFIX}{prog.fingerprint[:24]}_{kernel_hash()}{'' if INLINE else '_plain'}"
+            f"{'' if JIT else '_py'}")
 
 
 def _no_jit(*args: Any, **options: Any) -> Any:
@@ -364,13 +366,14 @@ def _interpreted(name: str, src: str) -> ModuleType:
     return mod
 
 
-_STALE = re.compile(rf"^{MODULE_PREFIX}[0-9a-f]{{24}}_([0-9a-f]{{16}})(?:_py)?[._]")
+_STALE = re.compile(rf"^{MODULE_PREFIX}[0-9a-f]{{24}}_([0-9a-f]{{16}})[._]")
 
 
 def prune_stale(folder: str) -> int:
     """Delete the specialised modules in ``folder`` (and their Numba cache files) that earlier
-    kernel sources generated (another kernel hash: nothing loads them again); returns how many
-    files went. Called when a module is written, under the compile lock."""
+    kernel sources generated (another kernel hash: nothing loads them again; the options'
+    variants of this one stay); returns how many files went. Called when a module is written,
+    under the compile lock."""
     current = kernel_hash()
     gone = 0
     for d in (folder, os.path.join(folder, "__pycache__")):

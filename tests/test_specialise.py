@@ -149,7 +149,9 @@ def test_writing_a_module_deletes_those_of_earlier_kernel_sources(monkeypatch, t
     stale = [spec / f"{sp.MODULE_PREFIX}{other_fp}_{old}.py",
              spec / "__pycache__" / f"{sp.MODULE_PREFIX}{other_fp}_{old}.run_batch-501.py311.nbi",
              spec / "__pycache__" / f"{sp.MODULE_PREFIX}{other_fp}_{old}._run_key-388.py311.1.nbc"]
-    keep = [spec / f"{sp.MODULE_PREFIX}{other_fp}_{sp.kernel_hash()}.py", spec / "notes.txt"]
+    keep = [spec / f"{sp.MODULE_PREFIX}{other_fp}_{sp.kernel_hash()}.py", spec / "notes.txt",
+            spec / f"{sp.MODULE_PREFIX}{other_fp}_{sp.kernel_hash()}_plain.py",  # INLINE off: an option, not stale
+            spec / "__pycache__" / f"{sp.MODULE_PREFIX}{other_fp}_{sp.kernel_hash()}_plain.run_batch-501.py311.nbi"]
     for f in stale + keep:
         f.write_text("x")
     prog = cc.compile(P1)
