@@ -28,6 +28,7 @@ from colcep.pattern import Pattern
 from colcep.skip import SkipPastLastEvent
 
 import conformance as conf
+from interrupts import assert_ctrl_c_stops_cleanly
 
 CASES = {c["id"]: c for c in conf.load_cases([conf.CORPUS])}
 FAST = ["random.7000305",  # until, not_followed_by, skip to next, allow_combinations, window, aggregates
@@ -332,6 +333,19 @@ def test_spark_task_specs_carry_the_tier(monkeypatch):
                  lambda: stream_spec(t.schema, P2, "name", "ts", [], seq="id", tier="fastest")):
         with pytest.raises(InputError, match="tier must be one of"):
             make()
+
+
+def test_ctrl_c_stops_the_specialised_kernel():
+    """The generated module's copy of the step checks the stop flag as the generic one does
+    (interpreted in the child: no compile there)."""
+    assert_ctrl_c_stops_cleanly("""
+        specialise.JIT = False
+        tbl = pa.table({"ts": pa.array(range(40), pa.int64()), "price": pa.array(np.arange(1.0, 41.0))})
+        m = cc.Matcher(p, time="ts", columns=[], max_partial_matches=10**9, tier="specialised")
+        m.process(tbl.slice(0, 1))
+        assert m.kernel_tier == "specialised", m.kernel_tier
+        first, rest = tbl.slice(0, 0), tbl.slice(1)
+    """)
 
 
 def test_colcep_match_takes_tier():
