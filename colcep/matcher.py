@@ -39,7 +39,7 @@ from .pattern import Pattern
 from .program import CompiledPattern
 from .program import compile as compile_program
 from .specialise import DEFAULT_TIER, Tier, check_tier
-from .state import NODE_BYTES, Buffer, Held, MatcherState, Runs
+from .state import NODE_BYTES, MatcherState, step
 from .watermark import ARRIVAL, next_watermark, release, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
@@ -562,13 +562,9 @@ class Matcher:
         opts = prog.options(self._bound.window, self.timeouts, self.max_partial_matches, max_nodes, tick_ts)
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
-        args = (prog.tables(), opts, stop, batch, st.runs.arrays(), st.held.arrays(), st.start_dead,
-                st.buffer.arrays(), self._out, nm, ne)
-        runs, held, buf, self._out, nm, ne, status = interrupt.call(self._tier.run_batch(args), *args, stop=stop)
-        st.buffer = Buffer(*buf)
+        self._out, nm, ne, status = step(st, self._tier.run_batch, partial(interrupt.call, stop=stop), prog.tables(),
+                                         opts, stop, batch, self._out, nm, ne)
         self._raise_status(status, int(status[1]))
-        st.runs = Runs(*runs)
-        st.held = Held(*held)
         return nm, ne
 
     def _raise_status(self, status: np.ndarray, code: int) -> None:

@@ -29,7 +29,7 @@ from .kernels import nfa as knfa
 from .kernels.buffer import JOIN
 from .kernels.codes import NO_TICK, OK
 from .kernels.compact import compact_buffer
-from .state import Buffer, Held, MatcherState, Runs, select_keys
+from .state import Buffer, Held, MatcherState, Runs, select_keys, step
 
 PARALLEL_MIN_ROWS = 1 << 15  # a batch with fewer rows runs its shards one after another
 
@@ -176,15 +176,19 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
         opts_k = opts(max_nodes, tick_ts if hi == n else NO_TICK)
         batch = (key_ptr, r[order] - a, np.int64(row0 + a), span_ts, np.ascontiguousarray(masks[:, a:b]),
                  np.ascontiguousarray(cols[:, a:b]), start_mask[a:b])
-        args = (tables, opts_k, stop, batch, shard.runs.arrays(), shard.held.arrays(), shard.start_dead,
-                shard.buffer.arrays(), out, nm, ne)
-        runs, held, buf, out, nm, ne, status = (knfa.run_batch if kernel is None else kernel(args))(*args)
-        shard.buffer = Buffer(*buf)
+        out, nm, ne, status = step(shard, kernel or _generic, _invoke, tables, opts_k, stop, batch, out, nm, ne)
         if status[0] != OK:
             stop[0] = 1  # the batch fails: the other shards need not finish it
             return out, nm, ne, status
-        shard.runs, shard.held = Runs(*runs), Held(*held)
     return out, nm, ne, status
+
+
+def _generic(args: tuple) -> Callable:
+    return knfa.run_batch
+
+
+def _invoke(kernel: Callable, *args) -> tuple:
+    return kernel(*args)
 
 
 @dataclass

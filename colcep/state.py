@@ -15,12 +15,14 @@ copies exactly those, so a failed call can be undone with ``restore_from()``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from .keys import KeyCodes
 from .kernels import buffer as kbuf
+from .kernels.codes import OK
 
 NODE_BYTES = 8 + 4 + 8 + 4  # row, stage, parent, ref
 
@@ -121,6 +123,23 @@ def select_keys(x: "Runs | Held", codes: "list[int] | np.ndarray"):
     np.cumsum(counts, out=new_ptr[1:])
     sel = np.repeat(starts - new_ptr[:-1], counts) + np.arange(new_ptr[-1], dtype=np.int64)
     return type(x)(new_ptr, *(a[sel] for a in arrays[1:]))
+
+
+def step(holder: Any, pick: Callable[[tuple], Callable], invoke: Callable[..., tuple], tables: tuple, opts: tuple,
+         stop: np.ndarray, batch: tuple, out: tuple, nm: int, ne: int) -> tuple:
+    """One ``run_batch`` call over the carried state of ``holder`` (a MatcherState or a shard:
+    ``runs``, ``held``, ``start_dead``, ``buffer``), its output appended to ``out`` after ``nm``
+    matches of ``ne`` events. ``pick(args)`` chooses the kernel (the Matcher's tier),
+    ``invoke(kernel, *args)`` calls it. The buffer is replaced whatever the status (the kernel
+    may have grown it), the runs and held matches only on success (else the caller rolls back).
+    Returns ``(out, nm, ne, status)``."""
+    args = (tables, opts, stop, batch, holder.runs.arrays(), holder.held.arrays(), holder.start_dead,
+            holder.buffer.arrays(), out, nm, ne)
+    runs, held, buf, out, nm, ne, status = invoke(pick(args), *args)
+    holder.buffer = Buffer(*buf)
+    if status[0] == OK:
+        holder.runs, holder.held = Runs(*runs), Held(*held)
+    return out, nm, ne, status
 
 
 @dataclass

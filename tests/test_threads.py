@@ -3,7 +3,6 @@ order, match ids, row positions), a failing batch leaves every shard as it was, 
 all shards, snapshots move between thread counts, and the figures are summed over shards."""
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pyarrow as pa
