@@ -12,7 +12,9 @@ one's signature and state layout, so the tiers hand over between batches exactly
 The module is a real file, ``cache_dir()/spec/colcep_spec_<fingerprint>_<kernel hash>.py``
 (the kernel hash covers every kernel source it copies or calls: a kernel change gives a new
 file), so Numba caches its compiled code on disk next to it like any module: a pattern is
-compiled once per machine (~35 s of CPU), later processes load it.
+compiled once per machine (~35 s of CPU), later processes load it. Writing a module deletes
+those of earlier kernel sources (``prune_stale``). With ``JIT`` off the module is not written
+but run as plain Python from memory (tests, debugging).
 
 :class:`Tier` is what a Matcher asks, per batch, for the ``run_batch`` to call: "generic"
 (always the generic kernel), "specialised" (built or loaded before the first batch) or "auto"
