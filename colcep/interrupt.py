@@ -10,7 +10,7 @@ the kernel runs inline.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable
 
 import numpy as np
@@ -30,6 +30,16 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def _result(fut: Future) -> Any:
+    """``fut.result()``, waited for in short timed waits: each returns to Python, which then
+    runs any pending signal handler (Ctrl-C)."""
+    while True:
+        try:
+            return fut.result(timeout=POLL_SECONDS)
+        except TimeoutError:
+            continue
+
+
 def new_stop_flag() -> np.ndarray:
     return np.zeros(1, np.uint8)
 
@@ -42,11 +52,7 @@ def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
         return fn(*args)
     fut = _pool().submit(fn, *args)
     try:
-        while True:  # a timed wait returns to Python, which then runs any pending signal handler
-            try:
-                return fut.result(timeout=POLL_SECONDS)
-            except TimeoutError:
-                continue
+        return _result(fut)
     except KeyboardInterrupt:
         stop[0] = 1
         try:
@@ -75,15 +81,7 @@ def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = Tr
     pool = _shard_pool(len(fns))
     futs = [pool.submit(fn) for fn in fns]
     try:
-        out = []
-        for fut in futs:
-            while True:  # a timed wait returns to Python, which then runs any pending signal handler
-                try:
-                    out.append(fut.result(timeout=POLL_SECONDS))
-                    break
-                except TimeoutError:
-                    continue
-        return out
+        return [_result(fut) for fut in futs]
     except BaseException:
         stop[0] = 1
         wait(futs, timeout=GRACE_SECONDS)

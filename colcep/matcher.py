@@ -558,14 +558,18 @@ class Matcher:
         masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
-        max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
-        opts = prog.options(self._bound.window, self.timeouts, self.max_partial_matches, max_nodes, tick_ts)
+        opts = prog.options(self._bound.window, self.timeouts, self.max_partial_matches, self._max_nodes, tick_ts)
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
         self._out, nm, ne, status = step(st, self._tier.run_batch, partial(interrupt.call, stop=stop), prog.tables(),
                                          opts, stop, batch, self._out, nm, ne)
         self._raise_status(status, int(status[1]))
         return nm, ne
+
+    @property
+    def _max_nodes(self) -> int:
+        """The match buffer's bound in nodes (``max_state_bytes``), the kernels' ``max_nodes``."""
+        return max(1024, self.max_state_bytes // NODE_BYTES)
 
     def _raise_status(self, status: np.ndarray, code: int) -> None:
         """Raise what a kernel's failed ``status`` means (``code``: the key's global code)."""
@@ -590,7 +594,7 @@ class Matcher:
         n = codes.shape[0]
         masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)  # ts: see time_values
         # the buffer bound is for all shards: each may use what the others do not hold now
-        max_nodes = max(1024, self.max_state_bytes // NODE_BYTES)
+        max_nodes = self._max_nodes
         live = [sh.buffer.live for sh in st.shards]
         tables = prog.tables()
         opts = partial(prog.options, self._bound.window, self.timeouts, self.max_partial_matches)

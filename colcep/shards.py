@@ -25,11 +25,10 @@ import numpy as np
 
 from .errors import InputError
 from .kernels import arrays as karr
-from .kernels import nfa as knfa
 from .kernels.buffer import JOIN
 from .kernels.codes import NO_TICK, OK
 from .kernels.compact import compact_buffer
-from .state import Buffer, Held, MatcherState, Runs, select_keys, step
+from .state import Buffer, Held, MatcherState, Runs, gather_lists, select_keys, step
 
 PARALLEL_MIN_ROWS = 1 << 15  # a batch with fewer rows runs its shards one after another
 
@@ -138,9 +137,7 @@ def _interleave(parts: list, n_keys: int):
         starts[codes] = base + ptr[:k]
         counts[codes] = ptr[1:k + 1] - ptr[:k]
         base += int(ptr[-1])
-    ptr = np.zeros(n_keys + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    sel = np.repeat(starts - ptr[:-1], counts) + np.arange(ptr[-1], dtype=np.int64)
+    ptr, sel = gather_lists(starts, counts)
     fields = zip(*(p.arrays()[1:] for p in parts))
     return type(parts[0])(ptr, *(np.concatenate(f)[sel] for f in fields))
 
@@ -150,13 +147,13 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
               tables: tuple, opts: Callable[[int, int], tuple], tick_ts: int, stop: np.ndarray, max_nodes: int,
               row0: int,
               ts: np.ndarray, masks: np.ndarray, cols: np.ndarray, start_mask: np.ndarray,
-              kernel: Callable[[tuple], Callable] | None = None) -> tuple:
+              kernel: Callable[[tuple], Callable]) -> tuple:
     """The kernel over shard ``s``'s rows of the batch (key ``codes``), ``tick_ts`` with the
     last call, in calls of ``chunk`` of its rows; runs on a worker thread. Updates ``shard`` and
     returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
     caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
-    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.specialise``); None: the
-    generic one. ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``)."""
+    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.specialise``).
+    ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``)."""
     nm = ne = 0
     status = np.zeros(3, np.int64)
     key = np.arange(codes.max() + 1 if codes.shape[0] else 0, dtype=np.int64)  # key code -> shard, local code
@@ -176,15 +173,11 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
         opts_k = opts(max_nodes, tick_ts if hi == n else NO_TICK)
         batch = (key_ptr, r[order] - a, np.int64(row0 + a), span_ts, np.ascontiguousarray(masks[:, a:b]),
                  np.ascontiguousarray(cols[:, a:b]), start_mask[a:b])
-        out, nm, ne, status = step(shard, kernel or _generic, _invoke, tables, opts_k, stop, batch, out, nm, ne)
+        out, nm, ne, status = step(shard, kernel, _invoke, tables, opts_k, stop, batch, out, nm, ne)
         if status[0] != OK:
             stop[0] = 1  # the batch fails: the other shards need not finish it
             return out, nm, ne, status
     return out, nm, ne, status
-
-
-def _generic(args: tuple) -> Callable:
-    return knfa.run_batch
 
 
 def _invoke(kernel: Callable, *args) -> tuple:

@@ -40,6 +40,7 @@ import numpy as np
 from . import cache
 from .errors import ColcepWarning, InputError
 from .kernels import codes as kc
+from .kernels import conds as kconds
 from .kernels import nfa as knfa
 from .kernels import vm
 from .program import CompiledPattern
@@ -172,10 +173,9 @@ def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: 
 
 
 def _strip_not(lw, c: int) -> tuple[int, bool]:
-    neg = False
-    while lw.cond_kind[c] == kc.COND_NOT:
-        c, neg = int(lw.cond_a[c]), not neg
-    return c, neg
+    """Condition ``c`` without its negations (``kernels.conds.strip_not``, run as Python)."""
+    inner, neg = kconds.strip_not.py_func(c, lw.cond_kind, lw.cond_a)
+    return int(inner), neg
 
 
 # ----------------------------------------------------------------------------- the module source

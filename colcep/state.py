@@ -119,10 +119,16 @@ def select_keys(x: "Runs | Held", codes: "list[int] | np.ndarray"):
     c = np.where(have, codes, 0)
     starts = np.where(have, ptr[c], 0)
     counts = np.where(have, ptr[np.minimum(c + 1, n_old)] - starts, 0)
-    new_ptr = np.zeros(codes.shape[0] + 1, np.int64)
-    np.cumsum(counts, out=new_ptr[1:])
-    sel = np.repeat(starts - new_ptr[:-1], counts) + np.arange(new_ptr[-1], dtype=np.int64)
+    new_ptr, sel = gather_lists(starts, counts)
     return type(x)(new_ptr, *(a[sel] for a in arrays[1:]))
+
+
+def gather_lists(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR lists taken ``counts[i]`` items from ``starts[i]`` on: (their ``ptr``, the positions
+    of their items in the source)."""
+    ptr = np.zeros(counts.shape[0] + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return ptr, np.repeat(starts - ptr[:-1], counts) + np.arange(ptr[-1], dtype=np.int64)
 
 
 def step(holder: Any, pick: Callable[[tuple], Callable], invoke: Callable[..., tuple], tables: tuple, opts: tuple,
