@@ -56,6 +56,28 @@ def case_table(case: dict) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- engines
+def compiles(case: dict) -> bool:
+    """Does the case's pattern compile (random cases may combine what colcep refuses)?"""
+    from colcep.compiler import compile_pattern
+
+    try:
+        compile_pattern(case_pattern(case))
+        return True
+    except cc.PatternError:
+        return False
+
+
+def feed(m: cc.Matcher, tbl: pa.Table, sizes) -> pa.Table:
+    """``m``'s output for ``tbl`` fed in slices of ``sizes`` rows, then the rest, then ``close``."""
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(m.process(tbl.slice(start, size)))
+        start += size
+    parts.append(m.process(tbl.slice(start)))
+    parts.append(m.close())
+    return pa.concat_tables(parts)
+
+
 def run_table(case: dict, want_timeouts: bool, tier: str = "generic", batch_rows: int | None = None,
               columns=()) -> pa.Table:
     """The case's output table from a Matcher on ``tier``, fed whole or ``batch_rows`` at a time."""

@@ -9,25 +9,15 @@
 """
 from collections import Counter
 
-import pyarrow as pa
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import specialise
-from colcep.compiler import compile_pattern
-from conformance import case_pattern, case_table, engine_colcep, engine_reference, run_table
+from conformance import case_pattern, case_table, compiles, engine_colcep, engine_reference, feed, run_table
 from randcase import cases
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-
-
-def _valid(case) -> bool:
-    try:
-        compile_pattern(case_pattern(case))
-        return True
-    except cc.PatternError:
-        return False
 
 
 def _canon(matches):
@@ -37,7 +27,7 @@ def _canon(matches):
 @SETTINGS
 @given(cases(max_events=12), st.booleans())
 def test_engine_equals_reference(case, timeouts):
-    assume(_valid(case))
+    assume(compiles(case))
     ref, ref_to = engine_reference(case, timeouts)
     got, got_to = engine_colcep(case, timeouts)
     assert _canon(got) == _canon(ref)
@@ -46,24 +36,14 @@ def test_engine_equals_reference(case, timeouts):
 
 
 def _run_batches(case, sizes, tier="generic"):
-    tbl = case_table(case)
     m = cc.Matcher(case_pattern(case), key=case["pattern"]["key"], time="ts", timeouts=True, tier=tier)
-    parts, start = [], 0
-    for size in sizes:
-        if start >= tbl.num_rows:
-            break
-        parts.append(m.process(tbl.slice(start, size)))
-        start += size
-    if start < tbl.num_rows:
-        parts.append(m.process(tbl.slice(start)))
-    parts.append(m.close())
-    return pa.concat_tables(parts)
+    return feed(m, case_table(case), sizes)
 
 
 @SETTINGS
 @given(cases(max_events=20), st.lists(st.integers(0, 7), min_size=1, max_size=20))
 def test_batch_splits_do_not_change_output(case, sizes):
-    assume(_valid(case))
+    assume(compiles(case))
     whole = _run_batches(case, [len(case["events"])])
     split = _run_batches(case, sizes)
     assert split.equals(whole)
@@ -72,7 +52,7 @@ def test_batch_splits_do_not_change_output(case, sizes):
 @SETTINGS
 @given(cases(max_events=20))
 def test_keys_are_independent(case):
-    assume(_valid(case))
+    assume(compiles(case))
     case = dict(case, pattern=dict(case["pattern"], key="grp"))
     keyed, _ = engine_colcep(case, False)
     alone = []
@@ -89,7 +69,7 @@ def test_keys_are_independent(case):
 @settings(SETTINGS, max_examples=200)
 @given(cases(max_events=16), st.booleans(), st.lists(st.integers(0, 5), min_size=1, max_size=16))
 def test_specialised_tier_equals_reference_and_generic(case, timeouts, sizes):
-    assume(_valid(case))
+    assume(compiles(case))
     specialise.JIT, jit = False, specialise.JIT  # (hypothesis: no function-scoped monkeypatch)
     try:
         got, got_to = engine_colcep(case, timeouts, "specialised")

@@ -18,7 +18,7 @@ import colcep as cc
 from colcep import col, last
 from colcep.codec import FORMAT, MAGIC
 from colcep.kernels.compact import compact_buffer
-from conformance import CORPUS, case_pattern, case_table, load_cases
+from conformance import CORPUS, case_pattern, case_table, feed, load_cases
 from interrupts import assert_ctrl_c_stops_cleanly
 from randcase import cases
 
@@ -36,16 +36,6 @@ def _ticks(n=400, keys=3, seed=1, t0=0):
     return pa.table({"sym": pa.array([f"k{i}" for i in rng.integers(0, keys, n)]),
                      "ts": pa.array(t0 + np.cumsum(rng.integers(0, 5, n)), pa.int64()),
                      "price": pa.array(np.round(rng.normal(12, 3, n), 1))})
-
-
-def _run(m, tbl, sizes):
-    parts, start = [], 0
-    for size in sizes:
-        parts.append(m.process(tbl.slice(start, size)))
-        start += size
-    parts.append(m.process(tbl.slice(start)))
-    parts.append(m.close())
-    return pa.concat_tables(parts)
 
 
 # ----------------------------------------------------------------------------- the program
@@ -189,7 +179,7 @@ def test_compaction_keeps_exactly_what_is_reachable():
 def test_failed_batch_leaves_state_as_it_was():
     tbl = _ticks(600)
     ok = cc.Matcher(RISE, key="sym", time="ts")
-    expected = _run(ok, tbl, [300])
+    expected = feed(ok, tbl, [300])
     m = cc.Matcher(RISE, key="sym", time="ts")
     parts = [m.process(tbl.slice(0, 300))]
     before = m.snapshot()
@@ -306,7 +296,7 @@ def test_shuffle_within_the_bound_gives_the_sorted_matches(seed, delay, sizes):
     arrival = np.argsort(ts + rng.integers(0, delay + 1, len(ts)), kind="stable")
     shuffled = tbl.take(pa.array(arrival))
     m = cc.Matcher(RISE, key="sym", time="ts", timeouts=True, out_of_orderness=delay)
-    got = _run(m, shuffled, sizes)
+    got = feed(m, shuffled, sizes)
     assert m.late_rows == 0 and m.pop_late() is None
     # the stream sorted by time (ties in arrival order, as Flink releases them): same matches,
     # rows as arrival positions

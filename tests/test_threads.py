@@ -14,10 +14,9 @@ import colcep as cc
 from colcep import col, last
 from colcep import shards as shd
 from colcep import matcher as cm
-from colcep.compiler import compile_pattern
 from colcep.examples import BENCHMARK_PATTERNS
 from colcep.ticks import make_ticks
-from conformance import case_pattern, case_table
+from conformance import case_pattern, case_table, compiles, feed
 from interrupts import assert_ctrl_c_stops_cleanly
 from randcase import cases
 
@@ -37,14 +36,6 @@ def always_parallel(monkeypatch):
     monkeypatch.setattr(cm, "CHUNK_ROWS_PER_KEY", 1)
 
 
-def _valid(case) -> bool:
-    try:
-        compile_pattern(case_pattern(case))
-        return True
-    except cc.PatternError:
-        return False
-
-
 def _keyed(case, n_keys):
     """The case's table with a key column ``k`` of ``n_keys`` values (first seen in a mixed order)."""
     tbl = case_table(case)
@@ -54,14 +45,8 @@ def _keyed(case, n_keys):
 
 def _run(tbl, pattern, sizes, threads, **kw):
     m = cc.Matcher(pattern, key="k", time="ts", threads=threads, **kw)
-    parts, start = [], 0
-    for size in sizes:
-        parts.append(m.process(tbl.slice(start, size)))
-        start += size
-    parts.append(m.process(tbl.slice(start)))
-    parts.append(m.close())
-    late = m.pop_late()
-    return pa.concat_tables(parts), late
+    out = feed(m, tbl, sizes)
+    return out, m.pop_late()
 
 
 # ----------------------------------------------------------------------------- same output
@@ -70,7 +55,7 @@ def _run(tbl, pattern, sizes, threads, **kw):
 def test_any_thread_count_gives_the_same_output(always_parallel, case, sizes, timeouts, n_keys):
     """Random patterns (every skip strategy, windows, negations, Kleene) over random streams in
     random batches: 2 and 3 threads give exactly the one-thread table."""
-    assume(_valid(case))
+    assume(compiles(case))
     tbl, pattern = _keyed(case, n_keys), case_pattern(case)
     one, _ = _run(tbl, pattern, sizes, 1, timeouts=timeouts)
     for threads in (2, 3):
@@ -84,7 +69,7 @@ def test_any_thread_count_gives_the_same_output(always_parallel, case, sizes, ti
 def test_event_time_gives_the_same_output(always_parallel, case, sizes, delay, n_keys, rnd):
     """Out-of-order rows under out_of_orderness: the watermark is one for all shards, late rows
     and timed-out matches at watermarks come out the same."""
-    assume(_valid(case))
+    assume(compiles(case))
     tbl = _keyed(case, n_keys)
     order = list(range(tbl.num_rows))
     for i in range(len(order) - 1):  # local disorder
