@@ -27,7 +27,7 @@ from .errors import PatternError
 from .expr import TRUE, Expr
 from .kernels.codes import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE  # noqa: F401
 from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
-                      NOT_NEXT, Pattern, Stage, stage_name_set)
+                      NOT_NEXT, Pattern, Stage, can_be_empty, stage_name_set)
 
 ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")
 KIND_NAMES = ("Normal", "Final", "Stop", "Pending")
@@ -539,7 +539,6 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
                     conditions.append(cond)
                 cnd.append(cond_ids[k])
         ptr.append(len(act))
-    _check_proceed_cycles(states, index)
     return NFAProgram(
         state_names=[s.name for s in states],
         state_kind=np.array([s.kind for s in states], np.int8),
@@ -553,34 +552,6 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
         stage_names=stage_names,
         pattern=pattern,
     )
-
-
-def _check_proceed_cycles(states: list[State], index: dict) -> None:
-    """A cycle of PROCEED edges lets a run loop without consuming events (a looping group
-    whose stages are all optional). Flink never returns from such a pattern; colcep refuses it."""
-    color = [0] * len(states)
-    for root in range(len(states)):
-        if color[root]:
-            continue
-        stack = [(root, iter(states[root].transitions))]
-        color[root] = 1
-        while stack:
-            s, it = stack[-1]
-            for action, target, _ in it:
-                if action != PROCEED:
-                    continue
-                t = index[id(target)]
-                if color[t] == 1:
-                    raise PatternError(
-                        f"stage {states[t].stage!r} can repeat without taking any event (a looping group whose "
-                        "stages are all optional); make at least one stage of the group non-optional")
-                if color[t] == 0:
-                    color[t] = 1
-                    stack.append((t, iter(states[t].transitions)))
-                    break
-            else:
-                color[s] = 2
-                stack.pop()
 
 
 def _check_rules(pattern: Pattern, inner: bool = False, names: "set[str] | None" = None) -> None:
@@ -599,6 +570,12 @@ def _check_rules(pattern: Pattern, inner: bool = False, names: "set[str] | None"
             raise PatternError(f"{st.describe()}: a NOT stage cannot be a group")
         for child in st.children:
             _check_rules(child, inner=True, names=names)
+        if st.is_group and st.quantifier.kind == "looping" and any(can_be_empty(c) for c in st.children):
+            # its loop would be a cycle of PROCEED edges: Flink never returns from it (the compiler's
+            # copy of states past a NOT recurses forever, the NFA loops without consuming events)
+            raise PatternError(
+                f"{st.describe()} can repeat without taking any event (a looping group whose stages are all "
+                "optional); make at least one stage of the group non-optional")
         for e, what in ((st.condition, "condition"), (st.until, "until condition")):
             if e is None:
                 continue

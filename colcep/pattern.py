@@ -122,7 +122,7 @@ class Pattern:
                 raise PatternError(f"{what} cannot end with a NOT stage ({alt.stages[-1].describe()})")
             if alt.window is not None or not isinstance(alt.skip_strategy, NoSkip):
                 raise PatternError(f"{what} has its own within() or skip(); set them on the whole pattern")
-            if _can_be_empty(alt):
+            if can_be_empty(alt):
                 raise PatternError(f"{what} can match no event (all its stages are optional); make the whole "
                                    "any_of(...) optional instead")
             stage_name_set(alt)  # each alternative's names are unique
@@ -373,10 +373,10 @@ def _bare_alternation(p: Pattern) -> bool:
             and p.stages[0].until is None and p.window is None and isinstance(p.skip_strategy, NoSkip))
 
 
-def _can_be_empty(p: Pattern) -> bool:
+def can_be_empty(p: Pattern) -> bool:
     """Can ``p`` match without taking an event?"""
     return all(st.is_negation or st.quantifier.optional
-               or (st.is_group and any(_can_be_empty(c) for c in st.children)) for st in p.stages)
+               or (st.is_group and any(can_be_empty(c) for c in st.children)) for st in p.stages)
 
 
 def stage_name_set(p: Pattern) -> set[str]:

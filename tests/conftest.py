@@ -4,6 +4,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run ("ci"): a red CI is then a regression, not
+# a rare draw. `COLCEP_HYPOTHESIS=explore pytest tests/test_property.py` draws new ones (run it
+# often, locally; a failure it finds becomes a fixed test case).
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False, database=None)
+settings.load_profile(os.environ.get("COLCEP_HYPOTHESIS", "ci"))
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

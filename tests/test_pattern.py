@@ -55,6 +55,11 @@ def test_builder_rules(build, rule):
     (P("a").followed_by("b").where(col("price") > last("price", of="nope")), "unknown stage 'nope'"),
     (Pattern.begin(Pattern.begin("x").where(A).optional().next("y").where(A).optional()).one_or_more()
      .next("z").where(A), "can repeat without taking any event"),
+    # the same loop after an optional stage behind a NOT (found by test_property: the compiler's
+    # copy of the states past the NOT recursed forever on the loop's PROCEED cycle)
+    (P("a").not_followed_by("n").where(A).followed_by("c").where(A).optional()
+     .followed_by(Pattern.begin("x").where(A).optional().followed_by("y").where(A).optional()).times_or_more(2)
+     .followed_by("e").where(A).within(10), "can repeat without taking any event"),
 ])
 def test_compile_rules(pattern, rule):
     with pytest.raises(cc.PatternError, match=rule):
