@@ -30,6 +30,7 @@ from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLO
                       NOT_NEXT, Pattern, Stage, can_be_empty, stage_name_set)
 
 ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")
+MAX_STATES = 50_000  # a bound on what a pattern may compile to (the 813 corpus cases need at most a few dozen)
 KIND_NAMES = ("Normal", "Final", "Stop", "Pending")
 
 # Flink's consuming strategies
@@ -137,6 +138,11 @@ class _Compiler:
         return cand
 
     def create_state(self, name: str, kind: int) -> State:
+        if len(self.states) >= MAX_STATES:
+            raise PatternError(
+                f"the pattern compiles to more than {MAX_STATES:,} NFA states (at stage {self.current.name!r}); "
+                "each optional stage behind a not_followed_by copies the states after it, so a long run of "
+                "them grows quadratically. Make some of those stages required or split the pattern")
         st = State(self._unique(name), kind, name.split(":")[0])
         self.states.append(st)
         return st
@@ -516,9 +522,13 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
     """Check ``pattern`` against Flink's rules and build its NFA^b tables."""
     if not isinstance(pattern, Pattern) or not pattern.stages:
         raise PatternError("compile_pattern() needs a non-empty colcep Pattern")
-    _check_rules(pattern)
-    comp = _Compiler(_to_chain(pattern), pattern.window is not None)
-    start = comp.compile()
+    try:
+        _check_rules(pattern)
+        comp = _Compiler(_to_chain(pattern), pattern.window is not None)
+        start = comp.compile()
+    except RecursionError:
+        raise PatternError("the pattern is nested too deeply to compile (groups within groups, or a long run of "
+                           "optional stages behind a not_followed_by)") from None
     states = comp.states
     index = {id(s): i for i, s in enumerate(states)}
     stage_names = pattern.stage_names()

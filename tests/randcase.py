@@ -1,5 +1,14 @@
 """Random pattern cases in the conformance format, for property tests (hypothesis)."""
+import os
+
 from hypothesis import strategies as st
+
+EXPLORE = os.environ.get("COLCEP_HYPOTHESIS") == "explore"
+
+
+def examples(n: int) -> int:
+    """``n`` examples per property test, ten times as many when exploring (see conftest)."""
+    return n * 10 if EXPLORE else n
 
 NAMES = ["a", "b", "c", "d"]
 CONNECTS = ["next", "followedBy", "followedByAny", "notNext", "notFollowedBy"]

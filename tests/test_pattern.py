@@ -7,6 +7,7 @@ import pytest
 
 import colcep as cc
 from colcep import Pattern, col, last
+from colcep import compiler
 from colcep.compiler import compile_pattern
 
 A = col("name") == "a"
@@ -64,6 +65,28 @@ def test_builder_rules(build, rule):
 def test_compile_rules(pattern, rule):
     with pytest.raises(cc.PatternError, match=rule):
         compile_pattern(pattern)
+
+
+def _optional_run_behind_a_not(n: int) -> Pattern:
+    p = P("s0").not_followed_by("n").where(A)
+    for i in range(1, n):
+        p = p.followed_by(f"s{i}").where(col("price") > i % 7).optional()
+    return p.followed_by("end").where(A)
+
+
+def test_runaway_state_count_is_refused(monkeypatch):
+    assert len(compile_pattern(_optional_run_behind_a_not(20)).state_names) < 1000
+    monkeypatch.setattr(compiler, "MAX_STATES", 1000)  # 60 optional stages behind a NOT need 1,327
+    with pytest.raises(cc.PatternError, match=r"more than 1,000 NFA states \(at stage 's\d+'\).*not_followed_by"):
+        compile_pattern(_optional_run_behind_a_not(60))
+
+
+def test_groups_nested_beyond_the_stack_are_refused():
+    p = P("x0")
+    for i in range(1, 3000):
+        p = Pattern.begin(p).followed_by(f"x{i}").where(A)
+    with pytest.raises(cc.PatternError, match="nested too deeply"):
+        compile_pattern(p)
 
 
 def test_not_followed_by_at_the_end_with_window_compiles():

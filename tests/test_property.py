@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import colcep as cc
 from colcep import specialise
 from conformance import case_pattern, case_table, compiles, engine_colcep, engine_reference, feed, run_table
-from randcase import cases
+from randcase import cases, examples
 
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+SETTINGS = settings(max_examples=examples(400), deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 def _canon(matches):
@@ -66,7 +66,7 @@ def test_keys_are_independent(case):
     assert _canon(keyed) == _canon(alone)
 
 
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=examples(200))
 @given(cases(max_events=16), st.booleans(), st.lists(st.integers(0, 5), min_size=1, max_size=16))
 def test_specialised_tier_equals_reference_and_generic(case, timeouts, sizes):
     assume(compiles(case))
