@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import colcep as cc
+from colcep.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "conformance"  # the in-repo copy of the corpus (conformance/README.md)
@@ -79,11 +80,12 @@ def feed(m: cc.Matcher, tbl: pa.Table, sizes) -> pa.Table:
 
 
 def run_table(case: dict, want_timeouts: bool, tier: str = "generic", batch_rows: int | None = None,
-              columns=()) -> pa.Table:
+              columns=(), max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES) -> pa.Table:
     """The case's output table from a Matcher on ``tier``, fed whole or ``batch_rows`` at a time."""
     table = case_table(case)
     m = cc.Matcher(case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=want_timeouts,
-                   columns=None if columns is None else list(columns), tier=tier)
+                   columns=None if columns is None else list(columns), tier=tier,
+                   max_partial_matches=max_partial_matches)
     step = batch_rows or max(1, table.num_rows)
     parts = [m.process(table.slice(i, step)) for i in range(0, table.num_rows, step)]
     parts.append(m.close())
@@ -92,10 +94,12 @@ def run_table(case: dict, want_timeouts: bool, tier: str = "generic", batch_rows
     return pa.concat_tables(parts)
 
 
-def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic"):
+def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic",
+                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES):
     """Run the case through colcep's Matcher; returns (matches, timeouts) as lists of
     {stage: [row positions]} (timeouts: (dict, timestamp))."""
-    return _rows_to_matches(run_table(case, want_timeouts, tier), want_timeouts)
+    return _rows_to_matches(run_table(case, want_timeouts, tier, max_partial_matches=max_partial_matches),
+                            want_timeouts)
 
 
 def engine_specialised(case: dict, want_timeouts: bool):
