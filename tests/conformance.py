@@ -98,7 +98,7 @@ def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES):
     """Run the case through colcep's Matcher; returns (matches, timeouts) as lists of
     {stage: [row positions]} (timeouts: (dict, timestamp))."""
-    return _rows_to_matches(run_table(case, want_timeouts, tier, max_partial_matches=max_partial_matches),
+    return rows_to_matches(run_table(case, want_timeouts, tier, max_partial_matches=max_partial_matches),
                             want_timeouts)
 
 
@@ -108,7 +108,8 @@ def engine_specialised(case: dict, want_timeouts: bool):
     return engine_colcep(case, want_timeouts, "specialised")
 
 
-def _rows_to_matches(tbl: pa.Table, want_timeouts: bool):
+def rows_to_matches(tbl: pa.Table, want_timeouts: bool):
+    """An output table as (matches, timeouts): lists of {stage: [rows]} (timeouts: (dict, timestamp))."""
     d = tbl.to_pydict()
     matches: dict = {}
     order: list = []

@@ -219,7 +219,7 @@ def _engine(tier, batch=None):
     def run(case, want_timeouts):
         out, tiers = _run(case, tier, want_timeouts, batch)
         assert set(tiers) == {tier}
-        return conf._rows_to_matches(out, want_timeouts)
+        return conf.rows_to_matches(out, want_timeouts)
     return run
 
 
