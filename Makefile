@@ -34,7 +34,7 @@ bench: $(VENV)/.installed
 	$(PY) asv_bench/table.py
 
 dist: $(VENV)/.installed
-	$(PY) -m colcep.ship dist
+	$(PY) -m colcep.spark.ship dist
 
 clean:
 	rm -rf $(VENV) out build dist *.egg-info

@@ -35,17 +35,18 @@ import sys
 import tempfile
 from typing import Iterator
 
+from colcep.version import __version__
+
 __all__ = ["cache_dir", "candidates", "compile_lock", "install", "kernel_compiles", "kernels_cold", "notice_compile",
            "KERNELS"]
 
 KERNELS = "colcep.kernels"
-_VERSION = "0.1.0"  # kept in step with pyproject.toml (colcep.__version__ cannot be imported from here)
 _DIR: str | None = None
 _STAMPS: dict[str, bytes] = {}
 
 
 def _tag() -> str:
-    return f"{_VERSION}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return f"{__version__}-py{sys.version_info[0]}{sys.version_info[1]}"
 
 
 def _writable(path: str) -> bool:

@@ -405,7 +405,7 @@ def _spec_and_kernels(job: ScanJob, data, seq: str | None):
     spec = arrow_spec(data.schema, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
                       **_spec_kwargs(job))
     try:
-        from colcep import matcher
+        from colcep.engine import matcher
 
         # more rows than one kernel call takes: a batch split into calls passes its column
         # matrices as slices (another Numba specialisation than a whole small batch)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import WindowSpecError
+from colcep.errors import WindowSpecError
 
 NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "sec": 10**9, "m": 60 * 10**9, "min": 60 * 10**9,
       "h": 3600 * 10**9, "hour": 3600 * 10**9, "d": 86400 * 10**9, "day": 86400 * 10**9}

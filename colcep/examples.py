@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .expr import avg, col, count, last, sum
-from .pattern import Pattern
-from .skip import SkipPastLastEvent
+from colcep.expr import avg, col, count, last, sum
+from colcep.pattern import Pattern
+from colcep.skip import SkipPastLastEvent
 
 
 @dataclass(frozen=True)

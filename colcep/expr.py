@@ -6,7 +6,7 @@
 
 Expressions are data, never Python callbacks: the compiler turns event-only parts into
 column masks evaluated once per batch and the parts that read the partial match into
-bytecode for the kernels (``colcep.conditions``).
+bytecode for the kernels (``colcep.engine.conditions``).
 
 Null semantics: a comparison with a null operand is false (SQL), ``!=`` included; ``~``,
 ``&`` and ``|`` are then plain boolean logic. Aggregates over no events: ``count`` and
@@ -14,7 +14,7 @@ Null semantics: a comparison with a null operand is false (SQL), ``!=`` included
 
 History (``prev``, ``rolling``) reads the key's earlier events, whether or not they are in the
 match; it is event-only (a column computed per key before matching, carried across batches
-and snapshots by ``colcep.history``), so it may appear anywhere a column may.
+and snapshots by ``colcep.engine.history``), so it may appear anywhere a column may.
 """
 from __future__ import annotations
 
@@ -295,7 +295,7 @@ def rolling(column: "str | Expr", func: str, rows: "int | None" = None, within: 
     if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
         raise TypeError(f"rolling(): rows is an int >= 1, got {rows!r}")
     if within is not None:
-        from .durations import check_duration
+        from colcep.durations import check_duration
         check_duration(within, "rolling() within", error=TypeError)
     if not isinstance(include_current, bool):
         raise TypeError(f"rolling(): include_current is True or False, got {include_current!r}")

@@ -16,70 +16,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from .errors import PatternError
-from .expr import Expr, wrap
-from .skip import AfterMatchSkipStrategy, NoSkip
-
-# connect kinds (Flink's ConsumingStrategy of a stage)
-BEGIN, NEXT, FOLLOWED_BY, FOLLOWED_BY_ANY, NOT_NEXT, NOT_FOLLOWED_BY = (
-    "begin", "next", "followed_by", "followed_by_any", "not_next", "not_followed_by")
-# inner contiguity of looping / times quantifiers
-RELAXED, CONSECUTIVE, ALLOW_COMBINATIONS = "relaxed", "consecutive", "allow_combinations"
-
-
-@dataclass(frozen=True)
-class Quantifier:
-    """How often a stage repeats: ``kind`` is single | times | looping; ``lo``..``hi``
-    events (hi None = unbounded)."""
-
-    kind: str = "single"
-    lo: int = 1
-    hi: int | None = 1
-    optional: bool = False
-    greedy: bool = False
-    inner: str = RELAXED
-
-
-@dataclass(frozen=True, eq=False)
-class Stage:
-    """One named element of a pattern (Flink: a Pattern in the chain)."""
-
-    name: str
-    connect: str
-    condition: Expr | None = None
-    quantifier: Quantifier = field(default_factory=Quantifier)
-    until: Expr | None = None
-    group: "Pattern | None" = None
-    alternatives: "tuple[Pattern, ...] | None" = None  # an any_of stage: one of these patterns
-
-    @property
-    def is_negation(self) -> bool:
-        return self.connect in (NOT_NEXT, NOT_FOLLOWED_BY)
-
-    @property
-    def is_group(self) -> bool:
-        """A stage made of patterns (a group or an alternation) rather than one condition."""
-        return self.group is not None or self.alternatives is not None
-
-    @property
-    def is_alternation(self) -> bool:
-        return self.alternatives is not None
-
-    @property
-    def children(self) -> "tuple[Pattern, ...]":
-        """The patterns inside the stage: its group, its alternatives, or none."""
-        if self.alternatives is not None:
-            return self.alternatives
-        return (self.group,) if self.group is not None else ()
-
-    def describe(self) -> str:
-        if self.alternatives is not None:
-            return f"alternation stage {self.name!r}"
-        return f"group stage {self.name!r}" if self.group is not None else f"stage {self.name!r}"
-
+from colcep.errors import PatternError
+from colcep.lang import json_format
+from colcep.expr import Expr, wrap
+from colcep.skip import AfterMatchSkipStrategy, NoSkip
+from colcep.stages import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY,  # noqa: F401
+                           NEXT, NOT_FOLLOWED_BY, NOT_NEXT, RELAXED, Quantifier, Stage)
 
 class Pattern:
     """An immutable pattern: stages in order, a ``within`` window and a skip strategy."""
@@ -312,18 +257,21 @@ class Pattern:
 
     # ------------------------------------------------------------------ as data
     def to_json(self, key: str | None = None, indent: int | None = None) -> str:
-        """The pattern as a JSON document (schema in :mod:`colcep.pattern_json`, version 1);
+        """The pattern as a JSON document (schema in :mod:`colcep.lang.json_format`, version 1);
         ``key``, the partition column to match with, is stored alongside if given."""
-        from .pattern_json import dumps
-        return dumps(self, key=key, indent=indent)
+        return json_format.dumps(self, key=key, indent=indent)
 
     @classmethod
     def from_json(cls, doc: "str | bytes | dict") -> "Pattern":
         """Read a pattern document (JSON text or a parsed dict), e.g. a conformance case's
         ``pattern``; a bad document raises ``PatternJSONError`` naming the field's path.
-        ``colcep.pattern_json.load`` also returns the document's ``key``."""
-        from .pattern_json import loads
-        return loads(doc)
+        :meth:`read_json` also returns the document's ``key``."""
+        return json_format.load(doc, cls)[0]
+
+    @classmethod
+    def read_json(cls, doc: "str | bytes | dict") -> "tuple[Pattern, str | None]":
+        """Read a pattern document: ``(pattern, key)``, the key ``None`` when it names none."""
+        return json_format.load(doc, cls)
 
     # ------------------------------------------------------------------ introspection
     def stage_names(self) -> list[str]:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .matcher import as_table
+from colcep.engine.matcher import as_table
 
 __all__ = ["plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
 
@@ -44,7 +44,7 @@ def _figure(width: float, height: float):
 
 
 def _table(data: Any) -> pa.Table:
-    """A table from a path (Parquet / CSV) or anything ``colcep.matcher.as_table`` reads."""
+    """A table from a path (Parquet / CSV) or anything ``colcep.engine.matcher.as_table`` reads."""
     if isinstance(data, (str, os.PathLike)):
         return _read(data)
     return as_table(data)

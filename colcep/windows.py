@@ -28,14 +28,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InputError, WindowSpecError
-from .keys import KeyCodes
-from .kernels import arrays as karr
-from .kernels import windows as kwin
-from .durations import check_duration as _check_duration
-from .durations import to_units as _to_units
-from .matcher import as_table
-from .watermark import next_watermark, time_values
+from colcep.errors import InputError, WindowSpecError
+from colcep.engine.keys import KeyCodes
+from colcep.kernels import arrays as karr
+from colcep.kernels import windows as kwin
+from colcep.durations import check_duration as _check_duration
+from colcep.durations import to_units as _to_units
+from colcep.engine.matcher import as_table
+from colcep.engine.watermark import next_watermark, time_values
 
 __all__ = ["Tumbling", "Sliding", "Session", "Count", "Global", "WindowSpec", "WindowSpecError",
            "assign", "aggregate", "ohlc", "WindowAggregator", "AGG_FUNCS"]

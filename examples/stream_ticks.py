@@ -278,7 +278,7 @@ def bench(a) -> int:
 
 
 def finish(a, work: Path, pattern, results: dict, spark) -> int:
-    from colcep.spark_stream import step, stream_spec
+    from colcep.spark.stream import step, stream_spec
 
     spark.stop()
     # state bytes per key after 10^6 ticks, through the per-key step (what each key stores)

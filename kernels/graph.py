@@ -1,4 +1,4 @@
-"""Tables derived once from a program's state graph (``colcep.program`` stores them): the
+"""Tables derived once from a program's state graph (``colcep.engine.program`` stores them): the
 condition each state waits on, and the bounds of one event's decision-graph DFS."""
 import numpy as np
 from numba import njit

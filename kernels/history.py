@@ -1,5 +1,5 @@
 """History columns per key: ``prev`` and rolling aggregates over the key's preceding rows,
-carried across batches (``colcep.history`` holds the carried rows and calls this).
+carried across batches (``colcep.engine.history`` holds the carried rows and calls this).
 
 Plain arrays in and out. Per key the kernel sees the carried rows (the key's last rows of
 earlier batches: times ``c_ts``, source values ``c_vals``, CSR by ``c_ptr``) followed by the

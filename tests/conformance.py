@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import colcep as cc
-from colcep.matcher import DEFAULT_MAX_PARTIAL_MATCHES
+from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "conformance"  # the in-repo copy of the corpus (conformance/README.md)
@@ -59,7 +59,7 @@ def case_table(case: dict) -> pa.Table:
 # ----------------------------------------------------------------------------- engines
 def compiles(case: dict) -> bool:
     """Does the case's pattern compile (random cases may combine what colcep refuses)?"""
-    from colcep.compiler import compile_pattern
+    from colcep.engine.compiler import compile_pattern
 
     try:
         compile_pattern(case_pattern(case))
@@ -103,7 +103,7 @@ def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic",
 
 
 def engine_specialised(case: dict, want_timeouts: bool):
-    """``engine_colcep`` on the specialised tier (interpreted when ``colcep.specialise.JIT`` is
+    """``engine_colcep`` on the specialised tier (interpreted when ``colcep.engine.specialise.JIT`` is
     False, i.e. ``COLCEP_SPEC_JIT=0``: a Numba compile per pattern costs ~35 s)."""
     return engine_colcep(case, want_timeouts, "specialised")
 
@@ -128,7 +128,7 @@ def rows_to_matches(tbl: pa.Table, want_timeouts: bool):
 
 def engine_reference(case: dict, want_timeouts: bool):
     from reference import run_reference
-    from colcep.compiler import compile_pattern
+    from colcep.engine.compiler import compile_pattern
 
     prog = compile_pattern(case_pattern(case))
     events = [dict(e, __ts=e["ts"]) for e in case["events"]]

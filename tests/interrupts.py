@@ -9,7 +9,9 @@ _SCRIPT = """
 import os, signal, threading, time, sys
 import numpy as np, pyarrow as pa
 import colcep as cc
-from colcep import col, sum as csum, shards, specialise
+from colcep import col, sum as csum
+from colcep.engine import shards
+from colcep.engine import specialise
 # allow_combinations with an aggregate: 2^k partial matches, minutes of work
 p = (cc.Pattern.begin("a").where(col("price") > 0)
      .followed_by_any("b").where(col("price") > csum("price", of="b") - 10**9).one_or_more()

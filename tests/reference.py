@@ -1,6 +1,6 @@
 """A plain-Python reference of the matching algorithm: Flink CEP's NFA, written with objects.
 
-It runs the same compiled program (``colcep.compiler``) as the Numba engine but keeps every
+It runs the same compiled program (``colcep.engine.compiler``) as the Numba engine but keeps every
 structure as Flink does: ``DeweyNumber`` tuples, a shared buffer of nodes keyed by (event,
 stage) whose edges carry versions and reference counts, computation states in a
 ``java.util.PriorityQueue`` emulation (iteration follows the heap's array layout), and
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from colcep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, NFAProgram
+from colcep.engine.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, NFAProgram
 from colcep.skip import NO_SKIP, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT
 
 MAX_TS = 2**63 - 1

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import Pattern, col, last
-from colcep.compiler import compile_pattern
+from colcep.engine.compiler import compile_pattern
 
 CONNECTS = ["next", "followed_by", "followed_by_any"]
 
@@ -305,13 +305,13 @@ def test_branch_state_shape():
     prog = compile_pattern(around(Pattern.any_of(X, Y2), "followed_by", "next"))
     branch = prog.state_names.index("AnyOf")
     edges = range(prog.trans_ptr[branch], prog.trans_ptr[branch + 1])
-    assert [prog.trans_action[t] for t in edges] == [cc.compiler.PROCEED] * 2
+    assert [prog.trans_action[t] for t in edges] == [cc.engine.compiler.PROCEED] * 2
     heads = [prog.state_names[prog.trans_target[t]] for t in edges]
     assert heads == ["x", "y"] and prog.state_stage[branch] == -1
     e = prog.state_names.index("e")
     into_e = {prog.state_names[s] for s in range(prog.n_states)
               for t in range(prog.trans_ptr[s], prog.trans_ptr[s + 1])
-              if prog.trans_target[t] == e and prog.trans_action[t] == cc.compiler.TAKE}
+              if prog.trans_target[t] == e and prog.trans_action[t] == cc.engine.compiler.TAKE}
     assert into_e == {"x", "z"}          # the alternatives join at the following state
 
 

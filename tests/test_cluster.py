@@ -205,7 +205,7 @@ def _run_app(tmp: Path, url: str, py: str, zip_path: str, data: str, name: str) 
 
 
 def test_match_on_standalone_cluster_with_shipped_zip(cluster, executor_python, tmp_path):
-    from colcep.ship import build_zip, zip_name
+    from colcep.spark.ship import build_zip, zip_name
     from colcep.ticks import write_ticks
 
     url, work = cluster

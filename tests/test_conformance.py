@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from colcep import specialise
+from colcep.engine import specialise
 from conformance import CORPUS, check_case, load_cases, run_table
 
 if not CORPUS.is_dir():

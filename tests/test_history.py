@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import col, last
-from colcep import history as H
+from colcep.engine import history as H
 from colcep.expr import prev, rolling
 
 # ----------------------------------------------------------------------------- the reference
@@ -419,7 +419,7 @@ def test_history_and_expressions_round_trip_through_json():
 
 # ----------------------------------------------------------------------------- SQL
 def test_sql_prev_is_history_so_compiled_queries_run_on_streams():
-    from colcep.sql_match import compile_query
+    from colcep.lang.sql import compile_query
     tbl = _ticks(800, null_frac=0, min_step=1)
     q = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts
              MEASURES FIRST(UP.ts) AS t0, LAST(UP.ts) AS t1, PREV(UP.price, 2) AS before

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import examples as ex
-from colcep.compiler import compile_pattern
-from colcep.conditions import lower
+from colcep.engine.compiler import compile_pattern
+from colcep.engine.conditions import lower
 from colcep.kernels import buffer as kb
 from colcep.kernels import codes as kcodes
 from colcep.kernels import conds as kconds

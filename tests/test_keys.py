@@ -11,8 +11,8 @@ import pytest
 
 import colcep as cc
 from colcep import InputError, col, first, last, prev
-from colcep.codec import MAGIC
-from colcep.keys import KeyCodes
+from colcep.engine.codec import MAGIC
+from colcep.engine.keys import KeyCodes
 from colcep.spark import KeyedStream, arrow_spec
 
 KEY = ["sym", "venue", "lit"]

@@ -162,7 +162,8 @@ def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, n
     """A batch runs as kernel calls over chunks of rows appending to pooled output arrays;
     tiny chunks (keys' runs carried from call to call) and a pool dropped after every batch
     give the same table as one call."""
-    from colcep import examples, matcher
+    from colcep import examples
+    from colcep.engine import matcher
     from colcep.ticks import make_ticks
 
     pattern = examples.get_example(name).pattern
@@ -196,7 +197,7 @@ import colcep as cc
 import colcep.kernels
 from colcep import col, last
 from colcep.kernels import nfa
-from colcep.matcher import CHUNK_ROWS
+from colcep.engine.matcher import CHUNK_ROWS
 p = (cc.Pattern.begin("a").where(col("p") > 0.5).followed_by("b").where(col("p") > last("p", of="a"))
      .within(50))
 n = 2 * CHUNK_ROWS + 7

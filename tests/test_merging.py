@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import col, count, first, last
-from colcep.compiler import compile_pattern
+from colcep.engine.compiler import compile_pattern
 from reference import run_reference
 
 # Kleene stages whose later conditions never read the Kleene stage's own values: every branch

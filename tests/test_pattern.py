@@ -7,8 +7,8 @@ import pytest
 
 import colcep as cc
 from colcep import Pattern, col, last
-from colcep import compiler
-from colcep.compiler import compile_pattern
+from colcep.engine import compiler
+from colcep.engine.compiler import compile_pattern
 
 A = col("name") == "a"
 

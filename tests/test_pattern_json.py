@@ -1,4 +1,4 @@
-"""Patterns as data: Pattern.to_json / Pattern.from_json (colcep.pattern_json)."""
+"""Patterns as data: Pattern.to_json / Pattern.from_json (colcep.lang.json_format)."""
 import datetime as dt
 import json
 
@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
-from colcep import pattern_json as pj
+from colcep.lang import json_format as pj
 from colcep.expr import TRUE
 from colcep.pattern import parse_duration
 from randcase import cases
@@ -37,7 +37,7 @@ def test_random_conformance_patterns_round_trip(case):
     q = cc.Pattern.from_json(text)
     assert pkey(q) == pkey(p)
     assert json.loads(q.to_json()) == json.loads(text)            # a fixed point
-    back, key = pj.load(p.to_json(key=case["pattern"]["key"]))
+    back, key = cc.Pattern.read_json(p.to_json(key=case["pattern"]["key"]))
     assert key == case["pattern"]["key"] and pkey(back) == pkey(p)
 
 
@@ -223,7 +223,7 @@ def test_documented_example_and_defaults():
                                          {"arith": "*", "args": [{"const": 0.8},
                                                                  {"agg": "last", "stage": "rise", "field": "volume"}]}]}}],
            "within": "30s", "skip": {"type": "skipPastLastEvent"}}
-    p, key = pj.load(json.dumps(doc))
+    p, key = cc.Pattern.read_json(json.dumps(doc))
     want = (cc.Pattern.begin("a").where(cc.col("volume") > 1000)
             .followed_by("rise").where(cc.col("price") > cc.avg("price", of=["a", "rise"])).one_or_more()
             .followed_by("drop").where(cc.col("volume") < 0.8 * cc.last("volume", of="rise"))

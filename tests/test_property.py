@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
-from colcep import specialise
+from colcep.engine import specialise
 from colcep.errors import CapacityError
 from conformance import (case_pattern, case_table, compiles, engine_colcep, engine_reference, feed, rows_to_matches,
                          run_table)

@@ -8,7 +8,7 @@ import pytest
 
 import colcep as cc
 from colcep import avg, col, count, first, last
-from colcep.sase_lang import SaseError, sase, sase_match
+from colcep.lang.sase import SaseError, sase, sase_match
 
 # The queries as printed in the paper (Query 1 with the negation the translation lost).
 Q1 = """PATTERN SEQ(Shelf a, ~(Register b), Exit c)

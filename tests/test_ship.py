@@ -19,7 +19,7 @@ import pytest
 import colcep
 import colcep.kernels
 from colcep import cache
-from colcep.ship import build_zip, zip_name
+from colcep.spark.ship import build_zip, zip_name
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,16 +31,18 @@ def test_zip_holds_the_whole_package_and_is_reproducible(tmp_path):
     assert os.path.basename(b) == "other.zip"
     assert Path(a).read_bytes() == Path(b).read_bytes()  # fixed order and times: same sources, same bytes
     names = set(zipfile.ZipFile(a).namelist())
-    want = {f"colcep/{p.name}" for p in Path(colcep.__path__[0]).glob("*.py")} | \
+    top = Path(colcep.__path__[0])
+    want = {f"colcep/{p.relative_to(top).as_posix()}" for p in top.rglob("*.py") if "kernels" not in p.parts} | \
            {f"colcep/kernels/{p.name}" for p in Path(colcep.kernels.__path__[0]).glob("*.py")}
     assert names == want
-    assert {"colcep/__init__.py", "colcep/cache.py", "colcep/ship.py", "colcep/kernels/__init__.py",
-            "colcep/kernels/nfa.py"} <= names
+    assert {"colcep/__init__.py", "colcep/cache.py", "colcep/spark/ship.py", "colcep/engine/matcher.py",
+            "colcep/lang/sql/query.py", "colcep/kernels/__init__.py", "colcep/kernels/nfa.py"} <= names
 
 
 def test_version_is_the_projects():
     toml = (REPO / "pyproject.toml").read_text()
-    assert re.search(r'^version = "([^"]+)"', toml, re.M).group(1) == colcep.__version__ == cache._VERSION
+    assert 'version = { attr = "colcep.version.__version__" }' in toml  # one place: colcep/version.py
+    assert cache._tag().startswith(f"{colcep.__version__}-py")
 
 
 def test_pyproject_spark_extra_has_what_the_driver_needs():
@@ -50,7 +52,7 @@ def test_pyproject_spark_extra_has_what_the_driver_needs():
 
 
 def test_command_line_writes_the_zip(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "colcep.ship", str(tmp_path / "dist")], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "colcep.spark.ship", str(tmp_path / "dist")], capture_output=True,
                        text=True, check=True)
     path = p.stdout.strip()
     assert path == str(tmp_path / "dist" / zip_name()) and os.path.isfile(path)

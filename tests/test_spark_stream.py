@@ -1,6 +1,6 @@
 """colcep on Spark Structured Streaming (``colcep.spark.match_stream``).
 
-The first tests drive the per-key step (``colcep.spark_stream.step``) without Spark, through a
+The first tests drive the per-key step (``colcep.spark.stream.step``) without Spark, through a
 small model of Spark's micro-batch loop (watermark = max event time of the earlier batches -
 delay, event-time timeouts of keys without rows, a last no-data batch), and compare with the
 in-process batch matcher over the same rows minus the late ones: micro-batch splits, rows out
@@ -29,7 +29,7 @@ import pytest
 import colcep
 from colcep import CapacityError, col
 from colcep.examples import get_example
-from colcep.spark_stream import step, stream_spec
+from colcep.spark.stream import step, stream_spec
 from colcep.ticks import make_ticks
 
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds

@@ -1,4 +1,4 @@
-"""The specialised kernel tier (``colcep.specialise``): generated conditions against the generic
+"""The specialised kernel tier (``colcep.engine.specialise``): generated conditions against the generic
 ones, whole runs against the generic tier and Flink's expected output, the switch between tiers,
 the disk cache, the fallback.
 
@@ -17,7 +17,7 @@ import pytest
 
 import colcep as cc
 from colcep import cache
-from colcep import specialise as sp
+from colcep.engine import specialise as sp
 from colcep.errors import ColcepWarning, InputError
 from colcep.examples import BENCHMARK_PATTERNS, P1, P2
 from colcep import expr as E
@@ -186,7 +186,7 @@ def test_interpreted_module_runs_the_generated_source_without_numba(monkeypatch,
     assert not os.path.exists(tmp_path / "spec")
     src = sp.generate(prog)
     monkeypatch.setattr(sp, "JIT", True)
-    assert src.replace("from colcep.specialise import _no_jit as njit", "from numba import njit") == sp.generate(prog)
+    assert src.replace("from colcep.engine.specialise import _no_jit as njit", "from numba import njit") == sp.generate(prog)
     import linecache
     assert linecache.getline(mod.__file__, 1) == src.splitlines(True)[0]
     case = CASES[FAST[0]]
@@ -314,7 +314,7 @@ def test_spark_task_specs_carry_the_tier(monkeypatch):
     """``colcep.spark.match(tier=)`` / ``match_stream(tier=)`` reach every task's Matcher through
     the spec (checked without Spark, on the code a task runs); a bad tier fails on the driver."""
     from colcep.spark import KeyedStream, arrow_spec
-    from colcep.spark_stream import stream_spec
+    from colcep.spark.stream import stream_spec
     from colcep.ticks import make_ticks
 
     monkeypatch.setattr(sp, "JIT", False)

@@ -8,7 +8,7 @@ import pytest
 
 import colcep as cc
 from colcep import col, last
-from colcep.sql_match import SqlError, compile_query
+from colcep.lang.sql import SqlError, compile_query
 
 T0 = dt.datetime(2011, 4, 1, 10, 0, 0)
 
@@ -542,7 +542,7 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
     ("", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "PERMUTE(UP{2,}?, DOWN) | UP DOWN{2}")])
 def test_spark_equals_in_process(partition, rows, pattern):
     from colcep.spark import local_session
-    from colcep.spark_sql import sql as spark_sql
+    from colcep.spark.sql import sql as spark_sql
     from colcep.ticks import make_ticks
 
     spark = local_session(2)

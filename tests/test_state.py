@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import col, last
-from colcep.codec import FORMAT, MAGIC
+from colcep.engine.codec import FORMAT, MAGIC
 from colcep.kernels.compact import compact_buffer
 from conformance import CORPUS, case_pattern, case_table, feed, load_cases
 from interrupts import assert_ctrl_c_stops_cleanly

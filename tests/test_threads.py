@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import col, last
-from colcep import shards as shd
-from colcep import matcher as cm
+from colcep.engine import shards as shd
+from colcep.engine import matcher as cm
 from colcep.examples import BENCHMARK_PATTERNS
 from colcep.ticks import make_ticks
 from conformance import case_pattern, case_table, compiles, feed
@@ -248,7 +248,8 @@ def test_one_compiled_signature_with_threads():
     script = """
 import numpy as np, pyarrow as pa
 import colcep as cc
-from colcep import col, last, shards
+from colcep import col, last
+from colcep.engine import shards
 from colcep.kernels import nfa, arrays
 shards.PARALLEL_MIN_ROWS = 100
 p = (cc.Pattern.begin("a").where(col("p") > 0.5).followed_by("b").where(col("p") > last("p", of="a"))

@@ -1,4 +1,4 @@
-"""Kernel tiers (``tier=``, colcep.specialise): the generic and the specialised kernel on the four
+"""Kernel tiers (``tier=``, colcep.engine.specialise): the generic and the specialised kernel on the four
 benchmark patterns at 10^6 events (quick: 10^4) over 100 and 5,000 symbols, against the limit
 kernels (asv_bench/limit.py: shared/bench/limit/kernels.py, issue 11's yardstick).
 

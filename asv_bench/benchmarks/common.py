@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import colcep
-from colcep import specialise
+from colcep.engine import specialise
 from colcep.examples import BENCHMARK_PATTERNS
-from colcep.program import CompiledPattern
+from colcep.engine.program import CompiledPattern
 from colcep.expr import col, first, last
 from colcep.pattern import Pattern
 from colcep.ticks import make_ticks

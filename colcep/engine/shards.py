@@ -23,12 +23,12 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import InputError
-from .kernels import arrays as karr
-from .kernels.buffer import JOIN
-from .kernels.codes import NO_TICK, OK
-from .kernels.compact import compact_buffer
-from .state import Buffer, Held, MatcherState, Runs, gather_lists, select_keys, step
+from colcep.errors import InputError
+from colcep.kernels import arrays as karr
+from colcep.kernels.buffer import JOIN
+from colcep.kernels.codes import NO_TICK, OK
+from colcep.kernels.compact import compact_buffer
+from colcep.engine.state import Buffer, Held, MatcherState, Runs, gather_lists, select_keys, step
 
 PARALLEL_MIN_ROWS = 1 << 15  # a batch with fewer rows runs its shards one after another
 
@@ -152,7 +152,7 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
     last call, in calls of ``chunk`` of its rows; runs on a worker thread. Updates ``shard`` and
     returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
     caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
-    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.specialise``).
+    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.engine.specialise``).
     ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``)."""
     nm = ne = 0
     status = np.zeros(3, np.int64)

@@ -2,7 +2,7 @@
 partition inside Spark (open-source Spark has no MATCH_RECOGNIZE)::
 
     from colcep.spark import local_session
-    from colcep.spark_sql import sql
+    from colcep.spark.sql import sql
     spark = local_session()
     ticks_df.createOrReplaceTempView("ticks")
     out = sql('''SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY name ORDER BY ts ...)''', spark)
@@ -12,7 +12,7 @@ partition inside Spark (open-source Spark has no MATCH_RECOGNIZE)::
 Python task as an Arrow table, which ``colcep.sql`` matches (measures, MATCH_NUMBER and PREV /
 NEXT are per partition, so the result equals the in-process one). Without ``PARTITION BY`` the
 whole table goes to one task. A partition must fit in a task's memory; for very large keyed
-scans use :func:`colcep.spark.match` with a Pattern (``colcep.sql_match.compile_query``).
+scans use :func:`colcep.spark.match` with a Pattern (``colcep.lang.sql.compile_query``).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .sql_match import _analyse
-from .sql_match import sql as _sql
+from colcep.lang.sql.query import _analyse
+from colcep.lang.sql.run import run as _sql
 
 
 def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
@@ -31,7 +31,7 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
     from pyspark.sql import SparkSession
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from .spark import _to_arrow
+    from colcep.spark.batch import _to_arrow
 
     q = _analyse(query, None)
     if q.table in tables:

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InputError
+from colcep.errors import InputError
 
 
 def key_names(key: Any, time: str | None = None) -> list[str]:

@@ -43,14 +43,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import CapacityError, InputError
-from .keys import key_names, normalize_key
-from .matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
-from .pattern import Pattern
-from .program import CompiledPattern
-from .program import compile as compile_program
-from .specialise import check_tier
-from .watermark import time_values
+from colcep.errors import CapacityError, InputError
+from colcep.engine.keys import key_names, normalize_key
+from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
+from colcep.pattern import Pattern
+from colcep.engine.program import CompiledPattern
+from colcep.engine.program import compile as compile_program
+from colcep.engine.specialise import check_tier
+from colcep.engine.watermark import time_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -140,7 +140,7 @@ def stream_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str]",
                 tier: str = "generic") -> StreamSpec:
     """The step spec for rows with Arrow ``schema`` (the time column an int64 of microseconds);
     validated by binding the pattern. Used by :func:`match_stream` and, without Spark, by tests."""
-    from .spark import _arrow_kind, _check_columns
+    from colcep.spark.batch import _arrow_kind, _check_columns
 
     if key is None:
         raise InputError("match_stream needs a key column (key=...): Spark keeps the state per key")
@@ -152,7 +152,7 @@ def stream_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str]",
     if clash:
         raise InputError(f"column {clash[0]!r} clashes with an output column of match_stream "
                          f"({', '.join(_RESERVED)}); rename it or leave it out of columns")
-    from .spark import _pattern_columns
+    from colcep.spark.batch import _pattern_columns
 
     need = [c for c in dict.fromkeys([*keys, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
     in_schema = pa.schema([schema.field(c) for c in need])
@@ -323,7 +323,7 @@ class _StreamFn:
         self.spec = spec
 
     def __call__(self, key: tuple, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        from .spark import _warm_kernels
+        from colcep.spark.batch import _warm_kernels
 
         spec = self.spec
         _warm_kernels(spec)
@@ -390,7 +390,7 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", 
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from .spark import _PANDAS_WARNING, _to_arrow
+    from colcep.spark.batch import _PANDAS_WARNING, _to_arrow
 
     if not isinstance(pattern, Pattern):
         raise InputError(f"match_stream() needs a colcep Pattern, got {type(pattern).__name__}")

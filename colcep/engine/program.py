@@ -3,8 +3,8 @@
     prog = colcep.compile(pattern)       # immutable, picklable, fingerprinted
     m = colcep.Matcher(prog, key="symbol", time="ts")
 
-A :class:`CompiledPattern` holds the NFA^b tables (``colcep.compiler``), the lowered
-conditions (``colcep.conditions``: column masks and bytecode), the tables the kernel derives
+A :class:`CompiledPattern` holds the NFA^b tables (``colcep.engine.compiler``), the lowered
+conditions (``colcep.engine.conditions``: column masks and bytecode), the tables the kernel derives
 from them (merging, waiting runs, DFS bounds, the start-mask rule), the string literals'
 dictionary codes and a stable fingerprint. Matchers, Spark tasks and snapshots start from it;
 nothing in it depends on the data (the window is resolved against the time column when a
@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from . import conditions as cond
-from .compiler import NFAProgram, compile_pattern
-from .errors import PatternError
-from .kernels import codes as kc
-from .kernels import graph as kgraph
-from .pattern import Pattern
+from colcep.engine import conditions as cond
+from colcep.engine.compiler import NFAProgram, compile_pattern
+from colcep.errors import PatternError
+from colcep.kernels import codes as kc
+from colcep.kernels import graph as kgraph
+from colcep.pattern import Pattern
 
 PROGRAM_VERSION = 1  # bump when the tables' meaning changes: snapshots record it in the fingerprint
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .errors import InputError
+from colcep.errors import InputError
 
 ARRIVAL = "__colcep_arrival"  # the hidden column carrying a row's arrival position
 I64_MIN = int(np.iinfo(np.int64).min)

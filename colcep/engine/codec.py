@@ -20,12 +20,13 @@ format 1, byte for byte as before, so older colcep reads it; this version reads 
 
 Optional sections (a reader skips what it does not know; formats 1 and 2): ``history.ptr``,
 ``history.count``, ``history.ts``, ``history.vals``, the rows per key that ``prev`` /
-``rolling`` still reach and each key's row count (``colcep.history``), present when the pattern
+``rolling`` still reach and each key's row count (``colcep.engine.history``), present when the pattern
 reads history; absent, the history is empty.
 """
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import dataclass
 import hashlib
 import io
 import json
@@ -35,17 +36,15 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .errors import SnapshotError
-from .kernels.compact import compact_buffer
-from .kernels.buffer import JOIN
-from .keys import KeyCodes
-from .shards import merged, split
-from .state import Buffer, Held, MatcherState, Runs, select_keys
-from .watermark import ARRIVAL
+from colcep.errors import SnapshotError
+from colcep.kernels.compact import compact_buffer
+from colcep.kernels.buffer import JOIN
+from colcep.engine.keys import KeyCodes
+from colcep.engine.shards import merged
+from colcep.engine.state import Buffer, Held, MatcherState, Runs, select_keys
 
 if TYPE_CHECKING:
-    from .matcher import Matcher
-    from .program import CompiledPattern
+    from colcep.engine.program import CompiledPattern
 
 MAGIC = b"COLCEP-SNAPSHOT\n"
 FORMAT = 2  # the newest format this version reads and writes (2: composite keys)
@@ -53,8 +52,20 @@ _ROW = "__colcep_row"
 
 
 # ------------------------------------------------------------------------------------ encode
-def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
-    st = merged(m._state)  # a threaded Matcher's shards, in the one-thread layout
+@dataclass
+class Snapshot:
+    """What snapshot bytes hold: the Matcher's settings (its constructor's arguments), its state
+    in the one-thread layout, and the schema its first batch bound (None before one)."""
+
+    settings: dict
+    state: MatcherState
+    schema: pa.Schema | None
+
+
+def encode(snap: Snapshot, fingerprint: str, keys: Sequence[Any] | None = None) -> bytes:
+    """Snapshot bytes of ``snap`` (only keys ``keys``, if given), bound to the program's fingerprint."""
+    st = merged(snap.state)  # a threaded Matcher's shards, in the one-thread layout
+    settings = snap.settings
     codes = _selected_codes(st.keys, keys)
     runs, held = select_keys(st.runs, codes), select_keys(st.held, codes)
     n_runs = runs.state.shape[0]
@@ -76,19 +87,17 @@ def encode(m: "Matcher", keys: Sequence[Any] | None = None) -> bytes:
         for name, a in (("history.ptr", h.ptr), ("history.count", h.count), ("history.ts", h.ts),
                         ("history.vals", h.vals)):
             blobs.array(name, a)
-    blobs.table("keys", _key_table(m, codes))
+    blobs.table("keys", _key_table(st.keys, snap.schema, codes))
     blobs.table("strings", pa.table({"s": pa.array(sorted(st.strings, key=st.strings.get), pa.large_string())}))
-    if m._bound is not None:
-        blobs.raw("schema", m._bound.schema.serialize().to_pybytes())
+    if snap.schema is not None:
+        blobs.raw("schema", snap.schema.serialize().to_pybytes())
         live_rows = np.unique(row[(stage != JOIN)]) if row.shape[0] else np.zeros(0, np.int64)
         blobs.table("retained", _retained_rows(st.retained, live_rows))
         if st.pending is not None and st.pending.num_rows:
-            blobs.table("pending", _pending_for(st.pending, m.key, st.keys, keys))
+            blobs.table("pending", _pending_for(st.pending, settings["key"], st.keys, keys))
     header = {
-        "format": 2 if st.keys.composite else 1, "fingerprint": m.program.fingerprint,
-        "settings": {"key": m.key, "time": m.time, "columns": m.columns, "timeouts": m.timeouts,
-                     "time_unit": m.time_unit, "max_partial_matches": m.max_partial_matches,
-                     "max_state_bytes": m.max_state_bytes, "out_of_orderness": _duration_out(m.out_of_orderness)},
+        "format": 2 if st.keys.composite else 1, "fingerprint": fingerprint,
+        "settings": {**settings, "out_of_orderness": _duration_out(settings["out_of_orderness"])},
         "counters": {"rows_seen": st.rows_seen, "rows_fed": st.rows_fed, "matches_out": st.matches_out,
                      "late_rows": st.late_rows, "watermark": st.watermark, "max_ts": st.max_ts,
                      "ticked": st.ticked},
@@ -120,14 +129,13 @@ class _Blobs:
         self.raw(name, sink.getvalue().to_pybytes())
 
 
-def _key_table(m: "Matcher", codes: list[int]) -> pa.Table:
+def _key_table(keys: KeyCodes, schema: pa.Schema | None, codes: list[int]) -> pa.Table:
     """The values of keys ``codes``: column ``key`` (format 1), or one column per key column."""
-    keys = m._state.keys
     if not keys.names:
         return pa.table({"key": pa.array([keys.values[c] for c in codes], pa.null())})
     types = list(keys.types)
     if types[0] is None:  # no row fed yet (event time: all waiting): the bound schema knows them
-        types = [m._bound.schema.field(k).type if m._bound is not None else pa.null() for k in keys.names]
+        types = [schema.field(k).type if schema is not None else pa.null() for k in keys.names]
     values = [keys.values[c] for c in codes]
     if not keys.composite:
         return pa.table({"key": pa.array(values, types[0])})
@@ -187,19 +195,16 @@ def _duration_in(d: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ decode
-def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | None = 1,
-           tier: str = "generic") -> "Matcher":
+def decode(program: "CompiledPattern", data: bytes) -> Snapshot:
+    """The snapshot in ``data``, checked against ``program`` (its fingerprint and structure)."""
     header, blobs = _parse(data)
     if header["fingerprint"] != program.fingerprint:
         raise SnapshotError("the snapshot was taken with a different pattern (program fingerprint "
                             f"{header['fingerprint'][:12]}, this pattern's is {program.fingerprint[:12]}); "
                             "restore it with the pattern it was taken with")
-    s = header["settings"]
-    m = cls(program, key=s["key"], time=s["time"], columns=s["columns"], timeouts=s["timeouts"],
-            time_unit=s["time_unit"], max_partial_matches=s["max_partial_matches"],
-            max_state_bytes=s["max_state_bytes"], out_of_orderness=_duration_in(s["out_of_orderness"]),
-            threads=threads, tier=tier)
-    st: MatcherState = m._state
+    s = dict(header["settings"])
+    s["out_of_orderness"] = _duration_in(s["out_of_orderness"])
+    st = MatcherState.new(s["key"], program.v_width, program.literals)
     st.shards = None  # read in the one-thread layout, split at the end
     st.runs = Runs(*(blobs.array(f"runs.{n}") for n in ("ptr", "state", "node", "start_ts", "start_pos", "v")))
     st.held = Held(*(blobs.array(f"held.{n}") for n in ("ptr", "start_ts", "start_pos", "end_pos", "node")))
@@ -208,7 +213,7 @@ def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | No
     st.start_dead = blobs.array("start_dead").copy()
     st.key_last_ts = blobs.array("key_last_ts").copy()
     if "history.ptr" in header["blobs"]:
-        from .history import History
+        from colcep.engine.history import History
         st.history = History(*(blobs.array(f"history.{n}") for n in ("ptr", "count", "ts", "vals")))
     kt = blobs.table("keys")
     if st.keys.composite:
@@ -226,9 +231,9 @@ def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | No
     c = header["counters"]
     st.rows_seen, st.rows_fed, st.matches_out = c["rows_seen"], c["rows_fed"], c["matches_out"]
     st.late_rows, st.watermark, st.max_ts, st.ticked = c["late_rows"], c["watermark"], c["max_ts"], c["ticked"]
+    schema = None
     if "schema" in header["blobs"]:
         schema = pa.ipc.read_schema(pa.py_buffer(blobs.raw("schema")))
-        m._bound = m._bind(schema)
         ret = blobs.table("retained")
         if ret.num_rows:
             ids = np.asarray(ret.column(_ROW).to_numpy(), np.int64)
@@ -236,9 +241,7 @@ def decode(cls: type, program: "CompiledPattern", data: bytes, threads: int | No
         if "pending" in header["blobs"]:
             st.pending = blobs.table("pending")
     _check_consistent(st, program)
-    if m.threads > 1:
-        split(st, m.threads)
-    return m
+    return Snapshot(s, st, schema)
 
 
 class _Reader:
@@ -301,7 +304,7 @@ def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:
     if st.start_dead.shape[0] != n_keys or st.key_last_ts.shape[0] != n_keys:
         raise SnapshotError(f"the snapshot's per-key arrays do not fit its {n_keys} keys")
     if st.history is not None:
-        from .history import plan
+        from colcep.engine.history import plan
         p = plan(program.lowered.hist_exprs)
         bad = "this pattern reads no history" if p is None else st.history.check(n_keys, p.n_sources)
         if bad:

@@ -6,7 +6,7 @@ state killed the key's start run. Shared by all keys: the match buffer (``kernel
 the dictionaries of key values and strings, the input rows live nodes still refer to (for the
 output columns), and the counters that number rows and matches.
 
-With threads (``colcep.shards``) the runs, held matches, buffer and ``start_dead`` live in
+With threads (``colcep.engine.shards``) the runs, held matches, buffer and ``start_dead`` live in
 per-thread ``shards`` instead, each over its own keys; ``parts()`` lists whichever holds them.
 
 The kernels mutate the buffer, ``start_dead`` and ``key_last_ts`` in place; ``checkpoint()``
@@ -20,9 +20,9 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from .keys import KeyCodes
-from .kernels import buffer as kbuf
-from .kernels.codes import OK
+from colcep.engine.keys import KeyCodes
+from colcep.kernels import buffer as kbuf
+from colcep.kernels.codes import OK
 
 NODE_BYTES = 8 + 4 + 8 + 4  # row, stage, parent, ref
 
@@ -170,8 +170,8 @@ class MatcherState:
     ticked: int | None = None           # the watermark time last advanced to
     max_ts: int | None = None
     late_rows: int = 0
-    history: object = None              # colcep.history.History: rows prev / rolling still reach, or None
-    shards: list | None = None          # with threads: colcep.shards.Shard per thread (then runs .. start_dead unused)
+    history: object = None              # colcep.engine.history.History: rows prev / rolling still reach, or None
+    shards: list | None = None          # with threads: colcep.engine.shards.Shard per thread (then runs .. start_dead unused)
 
     @classmethod
     def new(cls, key: "str | list[str] | None", v_width: int, literals: dict) -> "MatcherState":

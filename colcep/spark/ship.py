@@ -6,7 +6,7 @@ sqlglot; pandas is only needed on the driver). PySpark puts ``.zip``, ``.egg`` a
 files given to ``--py-files`` / ``spark.submit.pyFiles`` / ``SparkContext.addPyFile`` on the
 executors' ``sys.path``; a wheel (``.whl``) is not put there, although it is a zip.
 
-    python -m colcep.ship dist/              # writes dist/colcep-<version>.zip (make dist)
+    python -m colcep.spark.ship dist/              # writes dist/colcep-<version>.zip (make dist)
     spark-submit --py-files dist/colcep-0.1.0.zip job.py
 
 or, from a driver where colcep is installed:
@@ -28,6 +28,9 @@ import tempfile
 import zipfile
 from typing import TYPE_CHECKING, Any
 
+from colcep import kernels
+from colcep.version import __version__
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -38,9 +41,7 @@ _SHIPPED: dict[str, str] = {}  # Spark application id -> the zip added to it
 
 
 def _version() -> str:
-    import colcep
-
-    return colcep.__version__
+    return __version__
 
 
 def zip_name() -> str:
@@ -49,20 +50,21 @@ def zip_name() -> str:
 
 
 def _package_files() -> list[tuple[str, str]]:
-    """(path on disk, name in the zip) of every source file of colcep and colcep.kernels."""
-    import colcep
-    import colcep.kernels
-
+    """(path on disk, name in the zip) of every source file of colcep, its subpackages and
+    colcep.kernels (which a source tree keeps in its own top-level folder)."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # colcep/, this file is colcep/spark/ship.py
     out = []
-    for pkg, arc in ((colcep, "colcep"), (colcep.kernels, "colcep/kernels")):
-        folder = list(pkg.__path__)[0]
+    for folder, arc in ((top, "colcep"), (list(kernels.__path__)[0], "colcep/kernels")):
         if not os.path.isdir(folder):
             raise RuntimeError(f"colcep is imported from {folder!r}, not from a folder; build the zip where colcep "
                                "is installed (pip install colcep, or the source tree)")
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if os.path.isfile(path) and (name.endswith(".py") or name == "py.typed"):
-                out.append((path, f"{arc}/{name}"))
+        for sub, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and os.path.isfile(os.path.join(sub, d, "__init__.py"))
+                             and not (sub == top and d == "kernels"))  # an installed colcep/kernels: walked on its own
+            rel = os.path.relpath(sub, folder)
+            for name in sorted(files):
+                if name.endswith(".py") or name == "py.typed":
+                    out.append((os.path.join(sub, name), "/".join(p for p in (arc, rel, name) if p != ".")))
     return out
 
 
@@ -98,7 +100,7 @@ def ship(spark: "SparkSession", path: str | os.PathLike | None = None) -> str:
         return _SHIPPED[app]
     zp = os.fspath(path) if path is not None else build_zip()
     if not zp.endswith(".zip") or not os.path.isfile(zp):
-        raise ValueError(f"ship() needs a .zip built by colcep.ship.build_zip (or make dist), got {zp!r}")
+        raise ValueError(f"ship() needs a .zip built by colcep.spark.ship.build_zip (or make dist), got {zp!r}")
     sc.addPyFile(zp)
     _SHIPPED[app] = zp
     return zp
@@ -135,7 +137,7 @@ def executor_report(spark: "SparkSession", tasks: int | None = None) -> list[dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m colcep.ship",
+    ap = argparse.ArgumentParser(prog="python -m colcep.spark.ship",
                                  description="Build colcep-<version>.zip for spark-submit --py-files.")
     ap.add_argument("dest", nargs="?", default="dist", help="a folder (default dist/) or a path ending in .zip")
     a = ap.parse_args(argv)

@@ -7,7 +7,7 @@ batches followed by the batch's rows of that key. What is carried (:class:`Histo
 the last rows any node can still reach (the last ``k`` / ``rows`` rows, the rows less than
 ``within`` before the key's latest one): their times and the values of the nodes' sources
 (one column per distinct source expression). It is part of the Matcher's state, so it goes
-through checkpoints (a failed call leaves it as it was) and snapshots (``colcep.codec``: the
+through checkpoints (a failed call leaves it as it was) and snapshots (``colcep.engine.codec``: the
 optional ``history.*`` section of a format-1 snapshot).
 
 Rows are seen in the order the kernel sees them: arrival order per key (event time: release
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import conditions as cond
-from .durations import to_units
-from .errors import PatternError
-from .expr import Expr
-from .kernels import history as khist
-from .kernels.arrays import group_by_key
+from colcep.engine import conditions as cond
+from colcep.durations import to_units
+from colcep.errors import PatternError
+from colcep.expr import Expr
+from colcep.kernels import history as khist
+from colcep.kernels.arrays import group_by_key
 
 _FUNCS = {"sum": khist.F_SUM, "mean": khist.F_MEAN, "min": khist.F_MIN, "max": khist.F_MAX,
           "count": khist.F_COUNT}

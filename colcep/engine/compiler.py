@@ -5,7 +5,7 @@ the back: final state, middle states, start state), because the shape of the gra
 the Dewey versions and therefore the matches. States form a table; each state has an
 ordered list of transitions (action TAKE / IGNORE / PROCEED, target state, condition id).
 Conditions are expression trees (``colcep.expr``) deduplicated into a table; the condition
-compiler (``colcep.conditions``) lowers them to column masks or kernel bytecode.
+compiler (``colcep.engine.conditions``) lowers them to column masks or kernel bytecode.
 
 An alternation stage (``Pattern.any_of``, beyond Flink) compiles like a group whose body is
 a *branch*: a state with one PROCEED edge into each alternative's first state, every
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import PatternError
-from .expr import TRUE, Expr
-from .kernels.codes import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE  # noqa: F401
-from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
+from colcep.errors import PatternError
+from colcep.expr import TRUE, Expr
+from colcep.kernels.codes import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE  # noqa: F401
+from colcep.pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
                       NOT_NEXT, Pattern, Stage, can_be_empty, stage_name_set)
 
 ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")

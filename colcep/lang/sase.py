@@ -65,12 +65,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
-from .errors import PatternError
-from .expr import Expr, col, count, first, last, lit
-from .expr import _agg as _make_agg
-from .keys import key_names, normalize_key
-from .pattern import Pattern
-from .skip import AfterMatchSkipStrategy
+from colcep.errors import PatternError
+from colcep.expr import Expr, col, count, first, last, lit
+from colcep.expr import _agg as _make_agg
+from colcep.engine.keys import key_names, normalize_key
+from colcep.pattern import Pattern
+from colcep.skip import AfterMatchSkipStrategy
 
 GRAMMAR = r"""
 start: "PATTERN"i seq where? within?
@@ -170,14 +170,14 @@ class SaseQuery:
         """``colcep.match(data, self.pattern, key=self.key, time=time, ...)``; on a Spark
         DataFrame ``colcep.spark.match`` (same arguments, plus ``seq=`` etc.), a lazy DataFrame."""
         if _is_spark(data):
-            from .spark import match as spark_match
+            from colcep.spark.batch import match as spark_match
             return spark_match(data, self.pattern, self.key, time, **kwargs)
-        from .matcher import match
+        from colcep.engine.matcher import match
         return match(data, self.pattern, key=self.key, time=time, **kwargs)
 
     def matcher(self, time: str, **kwargs: Any):
-        """A streaming :class:`~colcep.matcher.Matcher` for the query."""
-        from .matcher import Matcher
+        """A streaming :class:`~colcep.engine.matcher.Matcher` for the query."""
+        from colcep.engine.matcher import Matcher
         return Matcher(self.pattern, key=self.key, time=time, **kwargs)
 
 

@@ -70,12 +70,14 @@ import datetime as _dt
 import json
 from typing import Any
 
-from .errors import PatternError
-from .expr import AGG_FUNCS, ARITH_OPS, CMP_OPS, ROLL_FUNCS, TRUE, Expr, lit, prev, rolling
-from .expr import _agg as _make_agg
-from .pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT,
-                      NOT_FOLLOWED_BY, NOT_NEXT, RELAXED, Pattern)
-from .skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
+from colcep.errors import PatternError
+from colcep.expr import AGG_FUNCS, ARITH_OPS, CMP_OPS, ROLL_FUNCS, TRUE, Expr, lit, prev, rolling
+from colcep.expr import _agg as _make_agg
+from colcep.stages import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT,
+                           NOT_FOLLOWED_BY, NOT_NEXT, RELAXED, Stage)
+
+Pattern = Any  # a colcep.Pattern (this module builds them with the class it is given, and imports none)
+from colcep.skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
 VERSION = 2  # the newest version read; written only for a pattern with an alternation
 
@@ -103,7 +105,7 @@ class PatternJSONError(PatternError):
 def to_dict(pattern: Pattern, key: str | None = None) -> dict:
     """The pattern as a JSON-ready dict (schema version 1, or 2 with an alternation); ``key``
     is stored alongside."""
-    if not isinstance(pattern, Pattern):
+    if not isinstance(getattr(pattern, "stages", None), tuple) or not all(isinstance(s, Stage) for s in pattern.stages):
         raise TypeError(f"to_dict() takes a Pattern, got {type(pattern).__name__}")
     out: dict[str, Any] = {"version": 2 if _has_alternation(pattern) else 1}
     if key is not None:
@@ -219,8 +221,9 @@ def _roll_within_out(w: Any) -> Any:
 
 
 # ============================================================================ reading
-def load(doc: "str | bytes | dict") -> tuple[Pattern, str | None]:
-    """Read a pattern document (JSON text or a parsed dict): ``(pattern, key)``."""
+def load(doc: "str | bytes | dict", pattern_cls: type) -> "tuple[Pattern, str | None]":
+    """Read a pattern document (JSON text or a parsed dict) into ``(pattern, key)``, building the
+    pattern with ``pattern_cls`` (:class:`colcep.Pattern`: ``Pattern.read_json`` calls this)."""
     if isinstance(doc, (str, bytes, bytearray)):
         try:
             doc = json.loads(doc)
@@ -238,7 +241,7 @@ def load(doc: "str | bytes | dict") -> tuple[Pattern, str | None]:
         raise PatternJSONError("key", f"expected a column name or null, got {key!r}")
     if "stages" not in d:
         raise PatternJSONError("stages", "missing")
-    p = _chain(d["stages"], "stages", version)
+    p = _chain(pattern_cls, d["stages"], "stages", version)
     if "within" in d and "within_ms" in d and d["within"] is not None and d["within_ms"] is not None:
         raise PatternJSONError("within_ms", "give either 'within' or 'within_ms', not both")
     for fld in ("within", "within_ms"):
@@ -259,11 +262,6 @@ def load(doc: "str | bytes | dict") -> tuple[Pattern, str | None]:
     if sk is not None:
         p = _call("skip", p.skip, _skip(sk, "skip"))
     return p, key
-
-
-def loads(doc: "str | bytes | dict") -> Pattern:
-    """Read a pattern document; the pattern only (see :func:`load` for the key)."""
-    return load(doc)[0]
 
 
 def _call(path: str, fn, *args):
@@ -316,12 +314,12 @@ def _skip(sk: Any, path: str) -> AfterMatchSkipStrategy:
     return cls()
 
 
-def _chain(stages: Any, path: str, version: int) -> Pattern:
+def _chain(cls: type, stages: Any, path: str, version: int) -> Pattern:
     if not isinstance(stages, list) or not stages:
         raise PatternJSONError(path, f"expected a non-empty list of stages, got {_show(stages)}")
     p: Pattern | None = None
     for i, st in enumerate(stages):
-        p = _stage(p, st, _join(path, i), version)
+        p = _stage(cls, p, st, _join(path, i), version)
     assert p is not None
     return p
 
@@ -335,7 +333,7 @@ def _bool(d: dict, name: str, path: str) -> bool:
     return v
 
 
-def _stage(p: Pattern | None, st: Any, path: str, version: int) -> Pattern:
+def _stage(cls: type, p: Pattern | None, st: Any, path: str, version: int) -> Pattern:
     st = _obj(st, path)
     _no_unknown(st, _STAGE_FIELDS, path)
     connect = st.get("connect", "begin" if p is None else None)
@@ -358,18 +356,18 @@ def _stage(p: Pattern | None, st: Any, path: str, version: int) -> Pattern:
         for i, a in enumerate(any_of):
             a = _obj(a, _join(apath, i))
             _no_unknown(a, {"stages"}, _join(apath, i))
-            alts.append(_chain(a.get("stages"), _join(_join(apath, i), "stages"), version))
-        target: "str | Pattern" = _call(apath, Pattern.any_of, *alts)
+            alts.append(_chain(cls, a.get("stages"), _join(_join(apath, i), "stages"), version))
+        target: "str | Pattern" = _call(apath, cls.any_of, *alts)
     elif group is not None:
         g = _obj(group, _join(path, "group"))
         _no_unknown(g, {"stages"}, _join(path, "group"))
-        target = _chain(g.get("stages"), _join(_join(path, "group"), "stages"), version)
+        target = _chain(cls, g.get("stages"), _join(_join(path, "group"), "stages"), version)
     else:
         target = st.get("name")
         if not isinstance(target, str) or not target:
             raise PatternJSONError(_join(path, "name"), f"expected a non-empty stage name, got {_show(target)}")
     if p is None:
-        p = _call(path, Pattern.begin, target)
+        p = _call(path, cls.begin, target)
     else:
         p = _call(path, getattr(p, _CONNECT_IN[connect]), target)
     assert p is not None
@@ -538,4 +536,4 @@ def _source_in(v: Any, path: str) -> "str | Expr":
     return to_expr(v, path)
 
 
-__all__ = ["VERSION", "PatternJSONError", "to_dict", "dumps", "load", "loads", "expr_to_json", "to_expr"]
+__all__ = ["VERSION", "PatternJSONError", "to_dict", "dumps", "load", "expr_to_json", "to_expr"]

@@ -7,7 +7,7 @@ boolean one as a mask row, a numeric one as a float row. Aggregates read the run
 one group of running statistics per (stage, value) pair the pattern aggregates over, the value
 a column or an event-only expression (``sum(col("price") * col("volume"), of="b")``), read from
 its float row. History nodes (``prev``, ``rolling``) are event-only too: ``evaluate`` reads
-their columns from ``env``, where the Matcher puts what ``colcep.history`` computed for the
+their columns from ``env``, where the Matcher puts what ``colcep.engine.history`` computed for the
 batch (``Lowered.hist_exprs`` lists them).
 
 Types are checked against the input schema here, so a condition over an unknown column or a
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import PatternError
-from .expr import HIST_OPS, Expr
-from .kernels import vm
-from .kernels.codes import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP, TAKE
+from colcep.errors import PatternError
+from colcep.expr import HIST_OPS, Expr
+from colcep.kernels import vm
+from colcep.kernels.codes import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP, TAKE
 
 _AGG = {"first": vm.AGG_FIRST, "last": vm.AGG_LAST, "sum": vm.AGG_SUM, "count": vm.AGG_COUNT,
         "avg": vm.AGG_AVG, "min": vm.AGG_MIN, "max": vm.AGG_MAX}
@@ -121,7 +121,7 @@ class Lowered:
     vg_col: np.ndarray = None                              # V group -> float row (-1: count only)
     cond_thr: np.ndarray = None                            # (n_cond, 4): float row, op, threshold program
     cond_groups: np.ndarray = None                         # (n_cond, n_groups): V groups a condition reads
-    hist_exprs: list[Expr] = field(default_factory=list)   # prev / rolling nodes: columns colcep.history computes
+    hist_exprs: list[Expr] = field(default_factory=list)   # prev / rolling nodes: columns colcep.engine.history computes
 
     @property
     def v_width(self) -> int:

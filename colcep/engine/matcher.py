@@ -10,12 +10,10 @@ so ties in time keep arrival order), evaluates event-only conditions column-at-a
 masks, and makes one kernel call (``colcep.kernels.nfa.run_batch``) for all keys. A key's
 partial matches are carried to the next batch; batches are kept only while a live partial
 match still refers to their rows. With ``threads`` > 1 the keys are spread over shards
-(``colcep.shards``) whose kernel calls run at once; the output is the same.
+(``colcep.engine.shards``) whose kernel calls run at once; the output is the same.
 """
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Sequence
 
@@ -23,29 +21,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import cache
-from . import conditions as cond
-from . import history as hist
-from . import interrupt
-from . import shards as shd
-from .durations import TIME_UNITS, check_duration, to_units
-from .errors import CapacityError, ColcepWarning, InputError, PatternError
-from .kernels import arrays as karr
-from .kernels import buffer as kbuf
-from .kernels import nfa as knfa
-from .kernels.codes import NO_TICK, OK, TIME_MAX
-from .keys import key_names, normalize_key
-from .pattern import Pattern
-from .program import CompiledPattern
-from .program import compile as compile_program
-from .specialise import DEFAULT_TIER, Tier, check_tier
-from .state import NODE_BYTES, MatcherState, step
-from .watermark import ARRIVAL, next_watermark, release, time_values
+from colcep import cache
+from colcep.engine import codec
+from colcep.engine import conditions as cond
+from colcep.engine import history as hist
+from colcep.engine import interrupt
+from colcep.engine import shards as shd
+from colcep.durations import TIME_UNITS, check_duration, to_units
+from colcep.errors import CapacityError, InputError, PatternError
+from colcep.kernels import arrays as karr
+from colcep.kernels import buffer as kbuf
+from colcep.kernels import nfa as knfa
+from colcep.kernels.codes import NO_TICK, OK, TIME_MAX
+from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
+from colcep.engine.keys import key_names, normalize_key
+from colcep.pattern import Pattern
+from colcep.engine.program import CompiledPattern
+from colcep.engine.program import compile as compile_program
+from colcep.engine.specialise import DEFAULT_TIER, Tier, check_tier
+from colcep.engine.state import NODE_BYTES, MatcherState, step
+from colcep.engine.watermark import ARRIVAL, next_watermark, release, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 4 << 30  # the shared match buffer's bound: 4 GiB
-DEFAULT_TIME_UNIT = "ms"  # an integer time column's unit when time_unit is not given
-RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")  # colcep's output columns
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
@@ -57,31 +55,6 @@ def _new_out() -> tuple:
     batch while they stay small."""
     return (np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int32), np.empty(64, np.int64),
             np.zeros(65, np.int64), np.empty(256, np.int64), np.empty(256, np.int32))
-
-
-def as_table(data: Any) -> pa.Table:
-    """A pyarrow Table from a Table, RecordBatch, pandas or polars DataFrame."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if hasattr(data, "to_arrow"):  # polars
-        return data.to_arrow()
-    mod = type(data).__module__
-    if mod.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False)
-    raise InputError(f"expected a pyarrow Table / RecordBatch or a pandas / polars DataFrame, got {type(data).__name__}")
-
-
-def _column_kind(t: pa.DataType) -> str:
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or (
-            pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))):
-        return cond.STR
-    if pa.types.is_boolean(t):
-        return cond.BOOL
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t) or pa.types.is_decimal(t):
-        return cond.NUM
-    return "unsupported"
 
 
 class Matcher:
@@ -112,9 +85,9 @@ class Matcher:
         ``"watermarks"``: only the watermarks given to ``process`` release rows.
     threads: keys are spread over this many threads (the kernels run at once; the output is the
         same for any number); None: all cores. Default 1 (a streaming operator, e.g. a Spark
-        task, keeps to its core). A batch below ``colcep.shards.PARALLEL_MIN_ROWS`` rows runs
+        task, keeps to its core). A batch below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows runs
         its shards one after another.
-    tier: the step kernel (``colcep.specialise``): "generic" (default) interprets the conditions;
+    tier: the step kernel (``colcep.engine.specialise``): "generic" (default) interprets the conditions;
         "specialised" compiles (once per machine, ~35 s of CPU, then cached on disk) a kernel with
         this pattern's conditions inlined before the first batch; "auto" compiles it in a
         background thread and switches to it between batches once ready.
@@ -148,12 +121,14 @@ class Matcher:
         self.max_state_bytes = int(max_state_bytes)
         self.out_of_orderness = out_of_orderness
         self.threads = shd.resolve_threads(threads) if key is not None else 1
-        reserved = _reserved_names(self.timeouts)
+        reserved = reserved_names(self.timeouts)
         for c in self.columns or []:
             if c in reserved:
                 raise InputError(f"output column {c!r} collides with colcep's own output column {c!r}; "
                                  "rename it in the input (colcep's columns are " + ", ".join(reserved) + ")")
-        self._bound: _Binding | None = None
+        self._inputs = InputSpec(self.program, self.key_columns, time, time_unit, self.columns, self.timeouts,
+                                 out_of_orderness)
+        self._bound: Binding | None = None
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         if self.threads > 1:
             self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
@@ -256,13 +231,16 @@ class Matcher:
         return self._state.nbytes()
 
     def snapshot(self, keys: Sequence[Any] | None = None) -> bytes:
-        """The state as bytes (``colcep.codec``: versioned, checksummed, bound to this pattern's
+        """The state as bytes (``colcep.engine.codec``: versioned, checksummed, bound to this pattern's
         fingerprint), compacted to what is live; ``keys``: only those keys' state (tuples for a
         composite key). A threaded Matcher writes its shards as one state: it restores into
         any thread count."""
         self._check_open()
-        from .codec import encode
-        return encode(self, keys)
+        settings = {"key": self.key, "time": self.time, "columns": self.columns, "timeouts": self.timeouts,
+                    "time_unit": self.time_unit, "max_partial_matches": self.max_partial_matches,
+                    "max_state_bytes": self.max_state_bytes, "out_of_orderness": self.out_of_orderness}
+        schema = None if self._bound is None else self._bound.schema
+        return codec.encode(codec.Snapshot(settings, self._state, schema), self.program.fingerprint, keys)
 
     @classmethod
     def restore(cls, pattern: "Pattern | CompiledPattern", data: bytes, threads: int | None = 1,
@@ -271,8 +249,15 @@ class Matcher:
         ``threads`` threads and kernel ``tier`` (any, whatever the snapshotted Matcher used: the
         tiers share the state layout). The pattern must compile to the same program (its
         fingerprint is checked)."""
-        from .codec import decode
-        return decode(cls, compile_program(pattern), data, threads=threads, tier=tier)
+        program = compile_program(pattern)
+        snap = codec.decode(program, data)
+        m = cls(program, **snap.settings, threads=threads, tier=tier)
+        m._state = snap.state
+        if m.threads > 1:
+            shd.split(m._state, m.threads)
+        if snap.schema is not None:
+            m._bound = m._inputs.bind(snap.schema)
+        return m
 
     # ------------------------------------------------------------------ stage and commit
     def _check_open(self) -> None:
@@ -296,128 +281,14 @@ class Matcher:
                 self._failed = e
             raise
 
-    # ------------------------------------------------------------------ binding
-    def _normalize(self, tbl: pa.Table) -> pa.Table:
-        """The batch in the first batch's schema (columns selected, types cast exactly), checked;
-        binds on the first batch. Changes no state but the binding."""
-        if self._bound is None:
-            self._bound = self._bind(tbl.schema)
-        b = self._bound
-        if tbl.schema == b.schema:
-            return tbl
-        names = tbl.schema.names
-        for f in b.schema:
-            if f.name not in names:
-                raise InputError(f"column {f.name!r} is missing from this batch (it was in the first one); "
-                                 f"the batch has {names}")
-        tt = tbl.schema.field(self.time).type
-        if tt != b.schema.field(self.time).type:
-            raise InputError(f"time column {self.time!r} changed type from {b.schema.field(self.time).type} to {tt}; "
-                             "every batch must use the same type and unit (cast it before process())")
-        tbl = tbl.select(b.schema.names)
-        if tbl.schema != b.schema:
-            cols = []
-            for f, c in zip(b.schema, tbl.columns):
-                if c.type != f.type:
-                    try:
-                        c = c.cast(f.type, safe=True)
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                        raise InputError(f"column {f.name!r} changed type from {f.type} to {c.type} and cannot be "
-                                         f"cast back exactly: {e}") from None
-                cols.append(c)
-            tbl = pa.Table.from_arrays(cols, schema=b.schema)
-        return tbl
-
-    def _bind(self, schema: pa.Schema) -> "_Binding":
-        """Check columns and types against the first batch's schema."""
-        names = schema.names
-        for k in self.key_columns:
-            if k not in names:
-                raise InputError(f"key column {k!r} is missing; the input has {names}")
-        if self.time not in names:
-            raise InputError(f"time column {self.time!r} is missing; the input has {names}")
-        tt = schema.field(self.time).type
-        if not (pa.types.is_integer(tt) or pa.types.is_timestamp(tt)):
-            raise InputError(f"time column {self.time!r} must be an integer or timestamp column, not {tt}")
-        if pa.types.is_unsigned_integer(tt) and tt.bit_width == 64:
-            raise InputError(f"time column {self.time!r} is uint64; cast it to int64 (times past 2^63 cannot be "
-                             "represented)")
-        for k in self.key_columns:
-            kt = schema.field(k).type
-            if _column_kind(kt) not in (cond.STR, cond.NUM, cond.BOOL) or pa.types.is_floating(kt):
-                raise InputError(f"key column {k!r} must be a string, integer or boolean column, not {kt}")
-        if self.columns is not None:
-            missing = [c for c in self.columns if c not in names]
-            if missing:
-                raise InputError(f"output columns {missing} are missing; the input has {names}")
-        reserved = _reserved_names(self.timeouts)
-        for c in self._output_columns(schema):
-            if c in reserved:
-                raise InputError(f"input column {c!r} collides with colcep's own output column {c!r}; rename it, or "
-                                 f"leave it out with columns=[...] (colcep's columns are {', '.join(reserved)})")
-        kinds = {f.name: _column_kind(f.type) for f in schema}
-        for st_name, e in self._stage_conditions():
-            for c in e.columns():
-                if c in kinds and kinds[c] == "unsupported":
-                    raise InputError(f"stage {st_name!r}: column {c!r} has type {schema.field(c).type}, which "
-                                     "conditions cannot read (use numbers, strings, booleans or timestamps)")
-            t = cond.infer_type(e, {k: v for k, v in kinds.items() if v != "unsupported"}, f"stage {st_name!r}")
-            if t != cond.BOOL:
-                raise PatternError(f"stage {st_name!r}: a condition must be boolean, got a {t} expression {e!r}")
-        unit = tt.unit if pa.types.is_timestamp(tt) else (self.time_unit or DEFAULT_TIME_UNIT)
-        delay = None
-        if self.out_of_orderness is not None and self.out_of_orderness != "watermarks":
-            delay = to_units(self.out_of_orderness, unit, "out_of_orderness", signed=True, exact=False,
-                             error=InputError)
-            if delay < 0:
-                raise InputError(f"out_of_orderness must be >= 0, got {self.out_of_orderness!r}")
-        return _Binding(schema=schema, kinds=kinds, window=self._window_units(unit), unit=unit, delay=delay)
-
-    def _stage_conditions(self):
-        def walk(p: Pattern):
-            for st in p.stages:
-                for child in st.children:
-                    yield from walk(child)
-                for e in (st.condition, st.until):
-                    if e is not None:
-                        yield st.name, e
-        yield from walk(self.program.pattern)
-
-    def _check_time_unit(self, tbl: pa.Table) -> None:
-        """Warn once when integer times read as milliseconds by default look like epoch times in
-        another unit and the window is a duration (the likely mistake: seconds data, "10s")."""
-        if tbl.num_rows == 0:
-            return
-        self._unit_checked = True
-        w = self.program.pattern.window
-        if self.time_unit is not None or not pa.types.is_integer(tbl.schema.field(self.time).type) or \
-                w is None or isinstance(w, (int, np.integer)):
-            return
-        col = tbl.column(self.time)
-        t = col.drop_null()[0].as_py() if col.null_count < len(col) else None
-        guess = _epoch_unit(t)
-        if guess is not None and guess != DEFAULT_TIME_UNIT:
-            warnings.warn(
-                f"time column {self.time!r} looks like epoch {guess_name(guess)} (first value {t}), but integer "
-                f"time is read as milliseconds unless time_unit= says otherwise, so within({w!r}) would be "
-                f"{to_units(w, DEFAULT_TIME_UNIT, 'window', error=PatternError):,} of its units; pass "
-                f"time_unit={guess!r} (or time_unit='ms' to silence this)", ColcepWarning, stacklevel=4)
-
-    def _window_units(self, unit: str) -> int:
-        w = self.program.pattern.window
-        if w is None:
-            return 0
-        units = to_units(w, unit, "window", error=PatternError)
-        if units > TIME_MAX:
-            raise PatternError(f"window {w!r} is {units} {unit}, beyond the int64 range of the time column; "
-                               "use a shorter window or drop within()")
-        return units
-
     # ------------------------------------------------------------------ per batch
     def _process(self, tbl: pa.Table, watermark: Any) -> pa.Table:
-        tbl = self._normalize(tbl)
-        if not self._unit_checked:
-            self._check_time_unit(tbl)
+        if self._bound is None:
+            self._bound = self._inputs.bind(tbl.schema)
+        tbl = self._inputs.normalize(tbl, self._bound)
+        if not self._unit_checked and tbl.num_rows:
+            self._unit_checked = True
+            self._inputs.check_time_unit(tbl)
         if self.out_of_orderness is None:
             return self._feed(tbl)
         st, b = self._state, self._bound
@@ -647,14 +518,9 @@ class Matcher:
         if self.timeouts:
             fields += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
         if schema is not None:
-            for c in self._output_columns(schema):
+            for c in self._inputs.output_columns(schema):
                 fields.append(schema.field(c))
         return pa.schema(fields)
-
-    def _output_columns(self, schema: pa.Schema) -> list[str]:
-        if self.columns is None:
-            return [c for c in schema.names if c not in self.key_columns and c != ARRIVAL]
-        return [c for c in self.columns if c not in self.key_columns]
 
     def _in_emission_order(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0):
         """The kernel's matches in emission order, by emitting row (in ``[lo, hi)``, or at the end
@@ -683,7 +549,7 @@ class Matcher:
         made["stage"] = lambda: pa.array(self.program.stage_names, pa.string()).take(stages)
         out_cols, event_time = [], self.out_of_orderness is not None
         if self._bound is not None:
-            out_cols = self._output_columns(self._bound.schema)
+            out_cols = self._inputs.output_columns(self._bound.schema)
             if out_cols or (event_time and len(rows)):
                 made[ARRIVAL] = partial(self._gather, rows, out_cols + ([ARRIVAL] if event_time else []))
         if self.threads > 1 and len(rows) >= shd.PARALLEL_MIN_ROWS:
@@ -740,17 +606,6 @@ class Matcher:
         st.retained = keep
 
 
-@dataclass(frozen=True)
-class _Binding:
-    """What the first batch fixed: its schema, column kinds, the window and delay in time units."""
-
-    schema: pa.Schema
-    kinds: dict
-    window: int
-    unit: str
-    delay: int | None
-
-
 KEYS = object()  # the key columns among the output's parts
 
 
@@ -762,28 +617,9 @@ def _shard_task(emit: tuple, *args, **kw) -> tuple:
     return out, nm, ne, status, found
 
 
-def _epoch_unit(t: Any) -> str | None:
-    """The unit in which integer ``t`` is a time between 1973 and 2286 since the epoch, if any."""
-    if t is None:
-        return None
-    t = abs(int(t))
-    for unit, lo in (("s", 10**8), ("ms", 10**11), ("us", 10**14), ("ns", 10**17)):
-        if lo <= t < lo * 100:
-            return unit
-    return None
-
-
-def guess_name(unit: str) -> str:
-    return {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[unit]
-
-
 def _block_end(block: tuple) -> int:
     start, t = block
     return int(start[-1]) + 1 if isinstance(start, np.ndarray) else start + t.num_rows
-
-
-def _reserved_names(timeouts: bool) -> tuple[str, ...]:
-    return RESERVED if timeouts else RESERVED[:3]
 
 
 def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None, time: str = "ts",
@@ -795,7 +631,7 @@ def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None,
     order per key). A table is stably sorted by time first when it is not in order, so ties
     keep their input order. Row positions in the output refer to the input as given.
     ``threads``: keys are spread over this many threads, None (default): all cores; a table
-    below ``colcep.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number."""
+    below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number."""
     threads = shd.resolve_threads(threads)
     is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
         type(data).__module__.startswith("pandas")

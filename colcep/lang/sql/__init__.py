@@ -1,0 +1,29 @@
+"""SQL ``MATCH_RECOGNIZE`` (Flink SQL's dialect) as a front-end to colcep's engine.
+
+- :mod:`~colcep.lang.sql.query`: the query text parsed and lowered to a :class:`~colcep.Pattern`
+  (the supported SQL is listed there);
+- :mod:`~colcep.lang.sql.run`: the query run in process, MEASURES included;
+- :mod:`colcep.spark.sql`: the same query run inside Spark, per partition.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from colcep.lang.sql.query import SqlError, compile_query
+from colcep.lang.sql.run import run
+
+__all__ = ["sql", "compile_query", "SqlError"]
+
+
+def sql(query: str, time_unit: str = "ms", **tables: Any) -> "pa.Table":
+    """Run a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` query over the named tables (pyarrow
+    Tables, pandas or polars DataFrames): ``colcep.sql(query, Ticker=ticks)``. Returns a
+    pyarrow Table; see :mod:`colcep.lang.sql.query` for the supported SQL. With a Spark
+    DataFrame as the table, the query runs on Spark (:func:`colcep.spark.sql.sql`) and returns
+    a DataFrame."""
+    if any(type(t).__module__.startswith("pyspark.") for t in tables.values()):
+        from colcep.spark.sql import sql as spark_sql
+        return spark_sql(query, time_unit=time_unit, **tables)
+    return run(query, time_unit=time_unit, **tables)

@@ -1,0 +1,239 @@
+"""Parquet already laid out by key: Spark hands out the files, executors read them with pyarrow."""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from colcep.cache import kernel_compiles
+from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
+from colcep.errors import InputError
+from colcep.engine.keys import key_names
+from colcep.pattern import Pattern
+from colcep.spark.batch import (_PANDAS_WARNING, ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
+                                _to_arrow, _warm_kernels, arrow_spec)
+from colcep.spark.session import DEFAULT_BATCH_ROWS, local_session
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+@dataclass(frozen=True)
+class _FileGroup:
+    """The files holding some whole keys; ``key_value`` is set for a Hive partition."""
+
+    files: tuple[str, ...]
+    key_value: Any = None
+    from_partition: bool = False
+
+
+@dataclass(frozen=True)
+class _ParquetPlan:
+    spec: _Spec
+    groups: tuple[_FileGroup, ...]
+    filesystem: Any
+    file_schema: pa.Schema  # the files' own columns (Hive partition columns excluded)
+    read_columns: tuple[str, ...]
+    key_type: pa.DataType | None
+    batch_rows: int
+    row_generated: bool = field(default=False)
+
+
+class _FileGroupMatcher:
+    """The function given to ``mapInArrow`` over ``spark.range(groups)``: reads each group
+    with pyarrow and matches it."""
+
+    def __init__(self, plan: _ParquetPlan, metrics: ScanMetrics | None):
+        self.plan = plan
+        self.metrics = metrics
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        t0 = time.perf_counter()
+        c0 = kernel_compiles()
+        warm = _warm_kernels(self.plan.spec)
+        c1 = kernel_compiles()
+        rows = matches = 0
+        for b in batches:
+            for gid in b.column(0).to_pylist():
+                tbl = _read_group(self.plan, gid)
+                stream = KeyedStream(self.plan.spec, gid << ID_BITS)
+                for off in range(0, max(tbl.num_rows, 1), self.plan.batch_rows):
+                    for t in stream.feed(tbl.slice(off, self.plan.batch_rows)):
+                        yield from t.to_batches()
+                for t in stream.finish():
+                    yield from t.to_batches()
+                rows += stream.rows
+                matches += stream.matches
+        if self.metrics is not None:
+            self.metrics.add(rows=rows, matches=matches, tasks=1, task_seconds=time.perf_counter() - t0,
+                             warm_seconds=warm, warm_workers=int(warm > 0), compiles=kernel_compiles() - c0,
+                             late_compiles=kernel_compiles() - c1)
+
+
+def _read_group(plan: _ParquetPlan, gid: int) -> pa.Table:
+    import pyarrow.dataset as ds
+
+    spec, g = plan.spec, plan.groups[gid]
+    data = ds.dataset(list(g.files), format="parquet", filesystem=plan.filesystem, schema=plan.file_schema)
+    tbl = data.to_table(columns=list(plan.read_columns))
+    n = tbl.num_rows
+    if g.from_partition:
+        tbl = tbl.append_column(pa.field(spec.key, plan.key_type),
+                                pa.array([g.key_value], plan.key_type).take(pa.array(np.zeros(n, np.int32))))
+    if plan.row_generated:
+        tbl = tbl.append_column(ROW_COL, pa.array((np.int64(gid) << ID_BITS) + np.arange(n, dtype=np.int64)))
+    sort = [(spec.time, "ascending"), (spec.row, "ascending")]
+    if spec.key is not None and not g.from_partition:
+        sort.insert(0, (spec.key, "ascending"))
+    if n > 1 and not _is_sorted(tbl, [c for c, _ in sort]):
+        tbl = tbl.take(pc.sort_indices(tbl, sort_keys=sort))
+    return tbl
+
+
+def _is_sorted(tbl: pa.Table, cols: list[str]) -> bool:
+    """True when the rows are in ascending lexicographic order of ``cols``."""
+    undecided = np.ones(tbl.num_rows - 1, bool)
+    for c in cols:
+        a = tbl.column(c)
+        if pa.types.is_timestamp(a.type):
+            a = a.cast(pa.int64())
+        prev, nxt = a.slice(0, len(a) - 1), a.slice(1)
+        lt = pc.less(nxt, prev).to_numpy(zero_copy_only=False)
+        if np.any(lt & undecided):
+            return False
+        undecided &= pc.equal(nxt, prev).to_numpy(zero_copy_only=False)
+        if not undecided.any():
+            return True
+    return True
+
+
+def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key: str | None, time: str = "ts",
+                  columns: Sequence[str] | None = None, *, spark: "SparkSession | None" = None,
+                  seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
+                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
+                  partitioning: str | None = "hive", batch_rows: int = DEFAULT_BATCH_ROWS,
+                  metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
+    """Match Parquet data already laid out by key, read by the executors with pyarrow.
+
+    The layout must keep every key in one place: Hive partitions on the key
+    (``path/name=S0001/*.parquet``) or files that each hold whole keys (checked on the
+    driver from the files' statistics). Spark only hands out the file groups (one per
+    Hive partition, or per file); each task reads its groups with pyarrow, sorts them by
+    (key, time, seq) unless already in order, and matches them. Executors must reach
+    ``path`` (a shared file system or an object store URI pyarrow can open).
+
+    Output and ``tier`` as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
+    of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
+    """
+    import pyarrow.dataset as ds
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not isinstance(pattern, Pattern):
+        raise InputError(f"match_parquet() needs a colcep Pattern, got {type(pattern).__name__}")
+    if len(key_names(key, time)) > 1:
+        raise InputError(f"match_parquet() takes one key column, got key={list(key)}; use colcep.spark.match() "
+                         "(the shuffle path) for a composite key")
+    spark = spark or local_session()
+    fs, base = _filesystem(path)
+    try:
+        data = ds.dataset(base, format="parquet", filesystem=fs, partitioning=partitioning)
+    except (FileNotFoundError, OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot open the Parquet data at {path!r}: {exc}") from exc
+    schema = data.schema
+    part_names: set[str] = set()
+    for frag in data.get_fragments():
+        part_names |= set(ds.get_partition_keys(frag.partition_expression))
+    spec = arrow_spec(schema, pattern, key, time, columns, seq=seq, timeouts=timeouts, time_unit=time_unit,
+                      max_partial_matches=max_partial_matches, tier=tier)
+    need = [c for c in spec.in_schema.names if c != ROW_COL]
+    if any(c in part_names and c != key for c in need):
+        raise InputError(f"only the key may be a Hive partition column; {sorted(part_names - {key})} are too")
+    groups = _file_groups(data, key, key in part_names)
+    file_schema = pa.schema([f for f in schema if f.name not in part_names])
+    read_cols = tuple(c for c in need if c not in part_names)
+    in_struct = from_arrow_schema(pa.schema([schema.field(c) for c in need]), prefer_timestamp_ntz=False)
+    sf = {f.name: f for f in in_struct.fields}
+    out_struct = T.StructType(_out_fields([sf[key]] if key is not None else [], timeouts,
+                                          [sf[c] for c in spec.columns]))
+    spec = replace(spec, out_schema=_to_arrow(spark, out_struct))
+    plan = _ParquetPlan(spec, tuple(groups), fs, file_schema, read_cols,
+                        schema.field(key).type if key is not None else None, int(batch_rows), seq is None)
+    n = max(1, min(len(groups), int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))))
+    ids = spark.range(0, len(groups), 1, numPartitions=n)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+        return ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+
+
+def _filesystem(path: Any) -> tuple[Any, Any]:
+    import pyarrow.fs as pafs
+
+    if isinstance(path, (list, tuple)):
+        paths = [str(p) for p in path]
+        if all("://" not in p for p in paths):
+            return pafs.LocalFileSystem(), [os.path.abspath(p) for p in paths]
+        fs, _ = pafs.FileSystem.from_uri(paths[0])
+        return fs, [pafs.FileSystem.from_uri(p)[1] for p in paths]
+    p = os.fspath(path)
+    if "://" not in p:
+        return pafs.LocalFileSystem(), os.path.abspath(p)
+    return pafs.FileSystem.from_uri(p)
+
+
+def _file_groups(data, key: str | None, key_is_partition: bool) -> list[_FileGroup]:
+    """Group the files so that each key lies in exactly one group; sorted for determinism."""
+    import pyarrow.dataset as ds
+
+    frags = sorted(data.get_fragments(), key=lambda f: f.path)
+    if not frags:
+        raise InputError("no Parquet files found")
+    if key is None:
+        return [_FileGroup(tuple(f.path for f in frags))]
+    if key_is_partition:
+        by_key: dict[Any, list[str]] = {}
+        for f in frags:
+            v = ds.get_partition_keys(f.partition_expression).get(key)
+            if v is None:
+                raise InputError(f"file {f.path} has no {key}=... partition directory (or a null key)")
+            by_key.setdefault(v, []).append(f.path)
+        return [_FileGroup(tuple(by_key[v]), v, True) for v in sorted(by_key)]
+    spans = []
+    for f in frags:
+        if f.metadata.num_rows:
+            lo, hi = _key_range(f, key)
+            spans.append((lo, hi, f.path))
+    spans.sort(key=lambda s: (s[0], s[1], s[2]))
+    groups: list[list] = []
+    for lo, hi, p in spans:
+        if groups and lo <= groups[-1][1]:
+            g = groups[-1]
+            if not (lo == hi == g[0] == g[1]):  # only files of one and the same single key may share a group
+                raise InputError(f"key {key!r} is not laid out by file: {g[2][-1]} holds keys {g[0]!r}..{g[1]!r} "
+                                 f"and {p} holds {lo!r}..{hi!r}; use colcep.spark.match() (the shuffle path)")
+            g[2].append(p)
+        else:
+            groups.append([lo, hi, [p]])
+    return [_FileGroup(tuple(g[2])) for g in groups]
+
+
+def _key_range(frag, key: str) -> tuple[Any, Any]:
+    md = frag.metadata
+    idx = md.schema.to_arrow_schema().get_field_index(key)
+    lo = hi = None
+    for i in range(md.num_row_groups):
+        st = md.row_group(i).column(idx).statistics
+        if md.row_group(i).num_rows == 0:
+            continue
+        if st is None or not st.has_min_max or st.null_count:
+            raise InputError(f"file {frag.path} has no min/max statistics for key {key!r} (or has null keys); "
+                             "use colcep.spark.match() (the shuffle path)")
+        lo = st.min if lo is None else min(lo, st.min)
+        hi = st.max if hi is None else max(hi, st.max)
+    return lo, hi
+

@@ -1,0 +1,135 @@
+"""The package's layout: no module imports one that imports it back, layers import downwards
+only, and the public names stay where users import them."""
+import ast
+from pathlib import Path
+
+import pytest
+
+import colcep
+
+TOP = Path(colcep.__file__).parent
+
+# a layer may import from itself and the layers after it in this list, never from one before it
+LAYERS = ["colcep.cli", "colcep.spark", "colcep.lang", "colcep.engine", "colcep.kernels"]
+# the upward calls there are: a front-end's entry point handed a Spark DataFrame runs it on Spark
+# (colcep.sql from the SQL package's entry, whose parser and runner modules colcep.spark.sql
+# imports; SaseQuery.match), imported inside the call that needs it
+SANCTIONED = ["colcep.lang.sase -> colcep.spark.batch", "colcep.lang.sql -> colcep.spark.sql"]
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for p in TOP.rglob("*.py"):
+        rel = p.relative_to(TOP).with_suffix("")
+        if rel.parts[0] == "kernels":
+            continue
+        name = ".".join(("colcep",) + rel.parts)
+        mods[name.removesuffix(".__init__")] = p
+    import colcep.kernels as k
+    for p in Path(k.__path__[0]).glob("*.py"):
+        mods["colcep.kernels" if p.stem == "__init__" else f"colcep.kernels.{p.stem}"] = p
+    return mods
+
+
+def _imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Every colcep module each module imports, at any depth of its code (function-level and
+    TYPE_CHECKING imports count too)."""
+    graph = {m: set() for m in mods}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = pkg.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+                targets = subs + ([base] if len(subs) < len(node.names) else [])
+            else:
+                continue
+            graph[m] |= {t for t in targets if t in mods and t != m}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]; counter[0] += 1; stack.append(root); on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1; stack.append(w); on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop(); on.discard(w); comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _imports(_modules())
+    assert len(graph) > 40
+    assert _cycles(graph) == []
+
+
+def _layer(m: str) -> int | None:
+    for i, prefix in enumerate(LAYERS):
+        if m == prefix or m.startswith(prefix + "."):
+            return i
+    return None
+
+
+def test_layers_import_downwards_only():
+    """Front-ends know nothing of Spark, the engine nothing of front-ends or Spark, kernels
+    nothing of colcep but its kernel cache locator."""
+    bad = []
+    for m, targets in _imports(_modules()).items():
+        lm = _layer(m)
+        for t in targets:
+            lt = _layer(t)
+            if lm is not None and lt is not None and lt < lm:
+                bad.append(f"{m} -> {t}")
+    assert sorted(bad) == SANCTIONED
+
+
+def test_kernels_import_no_python_layer():
+    for m, targets in _imports(_modules()).items():
+        if m.startswith("colcep.kernels"):
+            assert {t for t in targets if not t.startswith("colcep.kernels")} <= {"colcep.cache"}, m
+
+
+@pytest.mark.parametrize("name", ["Pattern", "match", "Matcher", "sql", "sase", "sase_match", "compile",
+                                  "ohlc", "SqlError", "SaseQuery", "PatternJSONError", "__version__"])
+def test_public_names_stay_at_the_top(name):
+    assert hasattr(colcep, name)
+
+
+def test_spark_names_stay_in_colcep_spark():
+    import colcep.spark as cs
+    for name in ("match", "match_parquet", "match_stream", "sql", "ship", "local_session", "executor_report",
+                 "default_partitions", "state_report", "KeyedStream", "arrow_spec", "ScanMetrics"):
+        assert hasattr(cs, name), name
