@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from colcep.errors import PatternError
+from colcep.errors import InputError, PatternError
 from colcep.lang import json_format
 from colcep.expr import Expr, wrap
 from colcep.skip import AfterMatchSkipStrategy, NoSkip
@@ -378,3 +378,29 @@ def parse_duration(window: Any) -> "float | int":
     if secs <= 0:
         raise PatternError(f"the window must be positive, got {window!r}")
     return float(secs)
+
+
+@dataclass(frozen=True)
+class KeyedPattern:
+    """A pattern and the key it is matched per: what a front-end's query compiles to (the SASE+
+    language's :class:`~colcep.SaseQuery` is one). Accepted wherever a Pattern is, its key
+    standing for ``key=``."""
+
+    pattern: Pattern
+    key: "str | list[str] | None"  # a list: a composite key
+
+
+def with_key(pattern: Any, key: Any) -> tuple[Any, Any]:
+    """``(pattern, key)`` for what a caller passed as the pattern: a KeyedPattern gives its own
+    pattern and key (a ``key`` given too must name the same columns), anything else (a Pattern,
+    a compiled one) comes back with ``key`` as it was given."""
+    if not isinstance(pattern, KeyedPattern):
+        return pattern, key
+    if key is not None and _names(key) != _names(pattern.key):
+        raise InputError(f"key={key!r} differs from the query's key {pattern.key!r}; leave key= out to match per "
+                         "the query's key")
+    return pattern.pattern, pattern.key
+
+
+def _names(key: Any) -> list:
+    return [] if key is None else [key] if isinstance(key, str) else list(key)

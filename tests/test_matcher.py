@@ -251,3 +251,34 @@ def test_first_compile_is_announced_once_per_process(monkeypatch, capsys):
     monkeypatch.setattr(cache, "kernels_cold", lambda: False)
     cc.match(t, p, time="ts", time_unit="ms")
     assert capsys.readouterr().err == ""
+
+
+# ----------------------------------------------------------------------------- a Matcher that never got a row
+@pytest.mark.parametrize("key", [None, "sym", ["sym", "venue"]])
+@pytest.mark.parametrize("timeouts", [False, True])
+def test_close_before_any_batch_gives_the_empty_output(key, timeouts):
+    """A Spark task or stream key that got no rows closes with the empty output, not a KeyError."""
+    keys = [] if key is None else [key] if isinstance(key, str) else key
+    own = ["timed_out", "timeout_ts"] if timeouts else []
+    m = cc.Matcher(RISE, key=key, time="ts", timeouts=timeouts, columns=["p"])
+    out = m.close()
+    assert out.num_rows == 0
+    assert out.column_names == ["match_id", *keys, "stage", "row", *own, "p"]
+    # the types the input will have are unknown yet: given the schema, they are exact
+    data = ticks().append_column("venue", pa.array(["X"] * 6))
+    typed = cc.Matcher(RISE, key=key, time="ts", timeouts=timeouts, columns=["p"], schema=data.schema).close()
+    fed = cc.Matcher(RISE, key=key, time="ts", timeouts=timeouts, columns=["p"])
+    fed.process(data.slice(0, 0))
+    assert typed.schema == fed.close().schema == fed.output_schema(data.schema)
+    # a restore of a Matcher that never got a row closes alike
+    again = cc.Matcher.restore(RISE, cc.Matcher(RISE, key=key, time="ts", timeouts=timeouts, columns=["p"]).snapshot())
+    assert again.close().column_names == out.column_names
+
+
+def test_a_bound_schema_is_checked_at_construction():
+    with pytest.raises(cc.InputError, match="key column 'name' is missing"):
+        cc.Matcher(RISE, key="name", time="ts", schema=ticks().schema)
+    m = cc.Matcher(RISE, key="sym", time="ts", schema=ticks().schema)
+    assert m.process(ticks()).equals(cc.match(ticks(), RISE, key="sym", time="ts"))
+    with pytest.raises(cc.InputError, match="column 'v' is missing from this batch"):
+        m.process(ticks().drop_columns(["v"]))

@@ -357,3 +357,31 @@ def test_query3_on_spark_equals_in_process():
             by.setdefault(m, []).append((k, st, ts, p))
         return Counter(tuple(v) for v in by.values())
     assert want.num_rows > 50 and canon(got) == canon(want)
+
+
+# ----------------------------------------------------------------------------- a query stands for a Pattern
+def test_a_sase_query_stands_wherever_a_pattern_does():
+    """colcep.match, Matcher, Matcher.restore and colcep.compile take a SaseQuery (with its key)."""
+    data = stock(1200)
+    q = sase(Q3)
+    want = q.match(data, time="ts", columns=[])
+    assert want.num_rows > 20
+    assert cc.match(data, q, time="ts", columns=[]).equals(want)                # its key: symbol
+    assert cc.match(data, q, key="symbol", time="ts", columns=[]).equals(want)  # the same key, said again
+    m = cc.Matcher(q, time="ts", columns=[])
+    assert m.key == "symbol"
+    first = m.process(data.slice(0, 600))
+    m2 = cc.Matcher.restore(q, m.snapshot())
+    rest = pa.concat_tables([m2.process(data.slice(600)), m2.close()])
+    assert matches(pa.concat_tables([first, rest])) == matches(want)
+    assert cc.compile(q).fingerprint == cc.compile(q.pattern).fingerprint
+    with pytest.raises(cc.InputError, match=r"key='tag_id' differs from the query's key 'symbol'"):
+        cc.match(data, q, key="tag_id", time="ts")
+
+
+def test_a_query_with_a_composite_key_keeps_it():
+    data = stock(600).append_column("venue", pa.array(["X", "Y"] * 300))
+    q = sase("PATTERN SEQ(Stock a, Stock b) WHERE partition_contiguity(a, b) { [venue] and b.price > a.price }",
+             key="symbol")
+    assert q.key == ["symbol", "venue"]
+    assert cc.match(data, q, time="ts", columns=[]).equals(q.match(data, time="ts", columns=[]))

@@ -629,3 +629,26 @@ def test_sql_alternation_prefers_the_match_completing_first():
     # PERMUTE(B, A) is (B A | A B): on rows both fit, B A (listed first) is preferred, as in SQL
     assert cc.sql(q.format(p="PERMUTE(B, A)"), T=t).column("cls").to_pylist() == ["A", "A"]
     assert cc.sql(q.format(p="PERMUTE(A, B)"), T=t).column("cls").to_pylist() == ["B", "B"]
+
+
+@pytest.mark.parametrize("depth", [50, 400, 5000])
+def test_deep_nesting_is_a_sql_error_naming_the_clause(depth):
+    """Parentheses nested past what the parser can follow: a SqlError naming the clause and the
+    variable, not a RecursionError from inside the parser."""
+    cond = "(" * depth + "A.price > 1" + ")" * depth
+    q = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES A.price AS p ONE ROW PER MATCH "
+         f"PATTERN (A B) DEFINE A AS {cond}, B AS B.price > 0)")
+    with pytest.raises(SqlError, match=rf"^DEFINE A: the expression nests {depth} parentheses deep"):
+        cc.sql(q, T=ticker([1, 2, 3]))
+    m = "(" * depth + "A.price" + ")" * depth
+    q2 = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES " + m + " AS p ONE ROW PER MATCH "
+          "PATTERN (A B) DEFINE B AS B.price > 0)")
+    with pytest.raises(SqlError, match=r"^MEASURES: the expression nests"):
+        cc.sql(q2, T=ticker([1, 2, 3]))
+
+
+def test_moderate_nesting_still_runs():
+    cond = "(" * 20 + "A.price > 1" + ")" * 20
+    q = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES A.price AS p ONE ROW PER MATCH "
+         f"PATTERN (A) DEFINE A AS {cond})")
+    assert cc.sql(q, T=ticker([1, 2, 3])).column("p").to_pylist() == [2, 3]

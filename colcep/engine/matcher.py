@@ -35,7 +35,7 @@ from colcep.kernels import nfa as knfa
 from colcep.kernels.codes import NO_TICK, OK, TIME_MAX
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
 from colcep.engine.keys import key_names, normalize_key
-from colcep.pattern import Pattern
+from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import DEFAULT_TIER, Tier, check_tier
@@ -62,7 +62,8 @@ class Matcher:
 
     Parameters
     ----------
-    pattern: the Pattern to match, or a CompiledPattern (``colcep.compile``) shared by many Matchers.
+    pattern: the Pattern to match, a CompiledPattern (``colcep.compile``) shared by many Matchers,
+        or a front-end's query that carries its key (``colcep.sase(...)``: its key is ``key``).
     key: column partitioning the stream (Flink's ``keyBy``), or a sequence of columns (a
         composite key: one partition per combination of values, e.g. ``["symbol", "venue"]``);
         None for one stream. Key columns come first in the output, under their own names.
@@ -87,6 +88,10 @@ class Matcher:
         same for any number); None: all cores. Default 1 (a streaming operator, e.g. a Spark
         task, keeps to its core). A batch below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows runs
         its shards one after another.
+    schema: the input's schema, when known before the first batch: checked and bound at once (as
+        the first batch's would be), so even a Matcher that never gets a row closes with the
+        output's exact types. Without it, ``close()`` before any batch gives the output's columns
+        with the key and ``columns`` typed null (their types are not known yet).
     tier: the step kernel (``colcep.engine.specialise``): "generic" (default) interprets the conditions;
         "specialised" compiles (once per machine, ~35 s of CPU, then cached on disk) a kernel with
         this pattern's conditions inlined before the first batch; "auto" compiles it in a
@@ -100,10 +105,11 @@ class Matcher:
                  columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None,
-                 threads: int | None = 1, tier: str = DEFAULT_TIER):
+                 threads: int | None = 1, tier: str = DEFAULT_TIER, schema: pa.Schema | None = None):
         check_tier(tier)
+        pattern, key = with_key(pattern, key)
         if not isinstance(pattern, (Pattern, CompiledPattern)):
-            raise PatternError(f"Matcher needs a colcep Pattern, got {type(pattern).__name__}")
+            raise PatternError(f"Matcher needs a colcep Pattern (or a colcep.sase query), got {type(pattern).__name__}")
         if time_unit is not None and time_unit not in TIME_UNITS:
             raise InputError(f"time_unit must be one of {sorted(TIME_UNITS)}, got {time_unit!r}")
         if out_of_orderness is not None and out_of_orderness != "watermarks":
@@ -128,7 +134,7 @@ class Matcher:
                                  "rename it in the input (colcep's columns are " + ", ".join(reserved) + ")")
         self._inputs = InputSpec(self.program, self.key_columns, time, time_unit, self.columns, self.timeouts,
                                  out_of_orderness)
-        self._bound: Binding | None = None
+        self._bound: Binding | None = None if schema is None else self._inputs.bind(schema)
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         if self.threads > 1:
             self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
@@ -505,21 +511,21 @@ class Matcher:
 
     # ------------------------------------------------------------------ output
     def _empty_output(self) -> pa.Table:
-        return self._output(*self._in_emission_order(*(np.zeros(0, np.int64) for _ in range(4)), np.zeros(1, np.int64),
-                                                     np.zeros(0, np.int64), np.zeros(0, np.int32)))
+        return self.output_schema().empty_table()
 
     def output_schema(self, schema: pa.Schema | None = None) -> pa.Schema:
         """The schema of the tables ``process`` returns, given the input schema."""
         schema = schema or (self._bound.schema if self._bound is not None else None)
         fields = [pa.field("match_id", pa.int64(), False)]
-        if schema is not None:
-            fields += [pa.field(k, schema.field(k).type) for k in self.key_columns]
+        # before any batch the input's types are unknown: the key and the chosen columns typed null
+        fields += [pa.field(k, schema.field(k).type if schema is not None else pa.null()) for k in self.key_columns]
         fields += [pa.field("stage", pa.string(), False), pa.field("row", pa.int64(), False)]
         if self.timeouts:
             fields += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
         if schema is not None:
-            for c in self._inputs.output_columns(schema):
-                fields.append(schema.field(c))
+            fields += [schema.field(c) for c in self._inputs.output_columns(schema)]
+        else:
+            fields += [pa.field(c, pa.null()) for c in self.columns or [] if c not in self.key_columns]
         return pa.schema(fields)
 
     def _in_emission_order(self, m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, lo: int = 0, hi: int = 0):
@@ -622,7 +628,7 @@ def _block_end(block: tuple) -> int:
     return int(start[-1]) + 1 if isinstance(start, np.ndarray) else start + t.num_rows
 
 
-def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None, time: str = "ts",
+def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
           columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
           max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None,
@@ -631,7 +637,9 @@ def match(data: Any, pattern: Pattern, key: "str | Sequence[str] | None" = None,
     order per key). A table is stably sorted by time first when it is not in order, so ties
     keep their input order. Row positions in the output refer to the input as given.
     ``threads``: keys are spread over this many threads, None (default): all cores; a table
-    below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number."""
+    below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number.
+    ``pattern`` may be a front-end's query with its key (``colcep.sase(...)``)."""
+    pattern, key = with_key(pattern, key)
     threads = shd.resolve_threads(threads)
     is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
         type(data).__module__.startswith("pandas")

@@ -23,7 +23,7 @@ from colcep.engine.compiler import NFAProgram, compile_pattern
 from colcep.errors import PatternError
 from colcep.kernels import codes as kc
 from colcep.kernels import graph as kgraph
-from colcep.pattern import Pattern
+from colcep.pattern import Pattern, with_key
 
 PROGRAM_VERSION = 1  # bump when the tables' meaning changes: snapshots record it in the fingerprint
 
@@ -85,7 +85,9 @@ class CompiledPattern:
 
 
 def compile(pattern: "Pattern | CompiledPattern") -> CompiledPattern:  # noqa: A001 - colcep.compile
-    """Compile ``pattern`` once (a CompiledPattern is returned as it is)."""
+    """Compile ``pattern`` once (a CompiledPattern is returned as it is; a front-end's query, such
+    as ``colcep.sase``'s, compiles its pattern)."""
+    pattern, _ = with_key(pattern, None)
     if isinstance(pattern, CompiledPattern):
         return pattern
     if not isinstance(pattern, Pattern):

@@ -69,7 +69,7 @@ from colcep.errors import PatternError
 from colcep.expr import Expr, col, count, first, last, lit
 from colcep.expr import _agg as _make_agg
 from colcep.engine.keys import key_names, normalize_key
-from colcep.pattern import Pattern
+from colcep.pattern import KeyedPattern, Pattern
 from colcep.skip import AfterMatchSkipStrategy
 
 GRAMMAR = r"""
@@ -158,13 +158,12 @@ def _parser():
 
 
 @dataclass(frozen=True)
-class SaseQuery:
-    """A compiled SASE+ query: the Pattern and how to run it."""
+class SaseQuery(KeyedPattern):
+    """A compiled SASE+ query: the Pattern, its key and how to run it. It stands for a Pattern
+    anywhere (``colcep.match(data, query, time=...)``, ``Matcher(query)``, ``colcep.spark.match``)."""
 
-    pattern: Pattern
-    key: "str | list[str] | None"  # a list: a composite key
-    strategy: str
-    text: str
+    strategy: str = "skip_till_next_match"
+    text: str = ""
 
     def match(self, data: Any, time: str, **kwargs: Any):
         """``colcep.match(data, self.pattern, key=self.key, time=time, ...)``; on a Spark

@@ -23,7 +23,6 @@ pyspark is imported lazily: ``import colcep`` never needs it.
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -36,7 +35,7 @@ from colcep.errors import InputError
 from colcep.expr import Expr
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
-from colcep.pattern import Pattern
+from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import check_tier
@@ -51,7 +50,6 @@ __all__ = ["match", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec",
 ID_BITS = 40
 ROW_COL = "__colcep_row"
 _RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")
-_PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 
 # ============================================================================ per task
@@ -177,13 +175,14 @@ class KeyedStream:
         out.append(res)
 
 
-def arrow_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
+def arrow_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                tier: str = "generic") -> _Spec:
     """The task spec for input with Arrow ``schema`` (validated; without ``seq`` the rows
     must carry a generated ``__colcep_row`` column). Used without Spark by the CLI's
     in-process scan and by tests: ``KeyedStream(arrow_spec(...))``."""
+    pattern, key = with_key(pattern, key)
     key = normalize_key(key, time)
     fields = {f.name: f.type for f in schema}
     out_cols = _check_columns(fields, _arrow_kind, pattern, key, time, seq, columns)
@@ -481,9 +480,10 @@ def _validate_pattern(spec: _Spec) -> None:
         m.close()
 
 
-def output_schema(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
+def output_schema(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                   columns: Sequence[str] | None = None, *, timeouts: bool = False) -> "StructType":
     """The Spark schema :func:`match` returns for ``df``."""
+    pattern, key = with_key(pattern, key)
     T = _spark_types()
     fields = {f.name: f for f in df.schema.fields}
     out_cols = _check_columns({k: f.dataType for k, f in fields.items()}, _spark_kind, pattern, key, time, None,
@@ -491,7 +491,7 @@ def output_schema(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] |
     return T.StructType(_out_fields([fields[k] for k in key_names(key)], timeouts, [fields[c] for c in out_cols]))
 
 
-def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", time: str = "ts",
+def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
           columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
           time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           num_partitions: int | None = None, check_nulls: bool = True,
@@ -524,6 +524,7 @@ def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", 
     Arrow batch size is the session's ``spark.sql.execution.arrow.maxRecordsPerBatch``
     (read when the job runs); any size works, large ones (>= 100 000) are faster.
     """
+    pattern, key = with_key(pattern, key)
     from pyspark.sql import functions as F
 
     if not isinstance(pattern, Pattern):
@@ -556,9 +557,7 @@ def match(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str] | None", 
         if n < 1:
             raise InputError(f"num_partitions must be positive, got {n}")
         parts = proj.repartition(n, *keys).sortWithinPartitions(*keys, time, row)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        return parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
+    return parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
 
 
 def _check_nulls(df: "DataFrame", roles: dict[str, str]) -> None:

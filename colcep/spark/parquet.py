@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -15,8 +14,8 @@ from colcep.cache import kernel_compiles
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 from colcep.errors import InputError
 from colcep.engine.keys import key_names
-from colcep.pattern import Pattern
-from colcep.spark.batch import (_PANDAS_WARNING, ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
+from colcep.pattern import KeyedPattern, Pattern, with_key
+from colcep.spark.batch import (ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
                                 _to_arrow, _warm_kernels, arrow_spec)
 from colcep.spark.session import DEFAULT_BATCH_ROWS, local_session
 
@@ -112,7 +111,7 @@ def _is_sorted(tbl: pa.Table, cols: list[str]) -> bool:
     return True
 
 
-def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key: str | None, time: str = "ts",
+def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | KeyedPattern", key: str | None = None, time: str = "ts",
                   columns: Sequence[str] | None = None, *, spark: "SparkSession | None" = None,
                   seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
@@ -130,6 +129,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
     Output and ``tier`` as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
     of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
     """
+    pattern, key = with_key(pattern, key)
     import pyarrow.dataset as ds
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -166,9 +166,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
                         schema.field(key).type if key is not None else None, int(batch_rows), seq is None)
     n = max(1, min(len(groups), int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))))
     ids = spark.range(0, len(groups), 1, numPartitions=n)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        return ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+    return ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
 
 
 def _filesystem(path: Any) -> tuple[Any, Any]:

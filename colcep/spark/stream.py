@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from colcep.errors import CapacityError, InputError
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
-from colcep.pattern import Pattern
+from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import check_tier
@@ -133,13 +133,14 @@ class KeyState:
         return len(self.snapshot or b"") + len(self.pending or b"")
 
 
-def stream_spec(schema: pa.Schema, pattern: Pattern, key: "str | Sequence[str]", time: str = "ts",
+def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                 columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None,
                 tier: str = "generic") -> StreamSpec:
     """The step spec for rows with Arrow ``schema`` (the time column an int64 of microseconds);
     validated by binding the pattern. Used by :func:`match_stream` and, without Spark, by tests."""
+    pattern, key = with_key(pattern, key)
     from colcep.spark.batch import _arrow_kind, _check_columns
 
     if key is None:
@@ -361,7 +362,7 @@ def _state_struct():
                          T.StructField("row_base", T.LongType(), False)])
 
 
-def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", time: str = "ts",
+def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                  columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = "generic") -> "DataFrame":
@@ -386,11 +387,12 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", 
     A key over a bound fails the micro-batch with ``CapacityError`` naming the key and figures.
     tier: the kernel tier of every key's Matcher (:func:`colcep.spark.match`).
     """
+    pattern, key = with_key(pattern, key)
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from colcep.spark.batch import _PANDAS_WARNING, _to_arrow
+    from colcep.spark.batch import _to_arrow
 
     if not isinstance(pattern, Pattern):
         raise InputError(f"match_stream() needs a colcep Pattern, got {type(pattern).__name__}")
@@ -435,12 +437,9 @@ def match_stream(df: "DataFrame", pattern: Pattern, key: "str | Sequence[str]", 
     out_fields.append(T.StructField(LATE, T.BooleanType(), False))
     out_fields += [T.StructField(c, T.TimestampType() if c == time else in_struct[c].dataType, True)
                    for c in spec.columns]
-    import warnings
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        return proj.groupBy(*spec.key_columns).applyInPandasWithState(
-            _StreamFn(spec), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
+    return proj.groupBy(*spec.key_columns).applyInPandasWithState(
+        _StreamFn(spec), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
 
 
 def state_report(query: "StreamingQuery") -> dict:

@@ -71,8 +71,9 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -693,6 +694,47 @@ class _Query:
 
 
 def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
+    """The query parsed and checked (a nesting deeper than the parser can follow is a SqlError)."""
+    with too_deep_is_an_error(query):
+        return _analyse_query(query, tables)
+
+
+@contextmanager
+def too_deep_is_an_error(query: str) -> Iterator[None]:
+    """Turn a RecursionError (the parser, or lowering an expression, nested past Python's stack)
+    into a SqlError naming the clause, and DEFINE's variable, where the query nests deepest."""
+    try:
+        yield
+    except RecursionError:
+        raise _too_deep(query) from None
+
+
+_CLAUSES = ("SELECT", "PARTITION", "ORDER", "MEASURES", "PATTERN", "DEFINE", "AFTER", "WITHIN")
+
+
+def _too_deep(query: str) -> SqlError:
+    from sqlglot.tokens import Tokenizer
+    depth, base, clause, var, prev = 0, 0, "SELECT", None, None
+    deepest, where = 0, "SELECT"
+    for tok in Tokenizer().tokenize(query):
+        word = tok.text.upper()
+        if word == "(":
+            depth += 1
+            if depth - base > deepest:
+                deepest, where = depth - base, f"{clause} {var}" if clause == "DEFINE" and var else clause
+        elif word == ")":
+            depth -= 1
+        elif word in _CLAUSES:
+            clause, base, var = word if word not in ("PARTITION", "ORDER") else f"{word} BY", depth, None
+            clause = "AFTER MATCH SKIP" if word == "AFTER" else clause
+        elif word == "AS" and clause == "DEFINE" and depth == base and prev is not None:
+            var = prev
+        prev = tok.text
+    return SqlError(f"{where}: the expression nests {deepest} parentheses deep, more than colcep's SQL parser can "
+                    "follow; write it with fewer parentheses")
+
+
+def _analyse_query(query: str, tables: "dict[str, Any] | None") -> _Query:
     from sqlglot import exp
     text, window = _split_within(query)
     tree = _parse_sql(_normalise_skip(text))
@@ -796,7 +838,8 @@ def compile_query(query: str, columns: list[str]) -> Pattern:
     expressions colcep's own), so it runs on streams, in a Matcher or on Spark, except for
     ``NEXT(col, k)`` in DEFINE, which reads the helper column ``__colcep_next<k>_<col>`` that
     :func:`sql` adds before matching."""
-    return _query_pattern(_analyse(query, None), columns, _Helpers())
+    with too_deep_is_an_error(query):
+        return _query_pattern(_analyse(query, None), columns, _Helpers())
 
 
 def _query_pattern(q, columns: list[str], helpers: "_Helpers") -> Pattern:

@@ -13,11 +13,16 @@ from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
 from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _Query,
-                                    _query_pattern)
+                                    _query_pattern, too_deep_is_an_error)
 
 def run(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
     """The query over in-process tables (pyarrow Tables, pandas or polars DataFrames): the
     matches through the engine, then MEASURES per match (see :func:`colcep.sql`)."""
+    with too_deep_is_an_error(query):
+        return _run(query, time_unit, tables)
+
+
+def _run(query: str, time_unit: str, tables: dict) -> pa.Table:
     q = _analyse(query, tables)
     tbl = as_table(tables[q.table])
     columns = tbl.column_names
