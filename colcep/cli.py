@@ -3,6 +3,7 @@
     colcep scan --events 1000000 --symbols 100 --pattern paper_query3 --out out/matches
     colcep scan data/ticks.parquet --pattern my_pattern.py --key name --time ts --out out/m
     colcep scan data/by_symbol/ --direct --pattern p1 --out out/m      # Parquet laid out by key
+    colcep generate --events 1000000 --symbols 20000 --by-key --out data/by_symbol   # that layout
     colcep scan ticks.csv --pattern three_rising --in-process --out out/m
     colcep plot out/matches --key S0008                                # one key's price, matches marked
     colcep generate --events 1000000 --symbols 100 --out out/ticks.parquet
@@ -786,8 +787,13 @@ def _tick_options(g, default_events: int | None) -> None:
     g.add_argument("--symbols", type=int, default=100, metavar="K",
                    help="number of symbols, the key column 'name' (default 100)")
     g.add_argument("--seed", type=int, default=7, help="random seed; the same seed gives the same ticks (default 7)")
-    g.add_argument("--by-key", action="store_true", help="write the ticks as Hive partitions per symbol "
-                                                         "(a folder name=S0000/...), the layout --direct reads")
+    g.add_argument("--by-key", action="store_true",
+                   help="write the ticks laid out by symbol, the layout --direct reads: a folder of files "
+                        "part-00000.parquet, ... each holding a range of whole symbols sorted by (name, ts, id); "
+                        "any number of symbols (colcep.spark.write_by_key)")
+    g.add_argument("--buckets", type=int, metavar="B",
+                   help="with --by-key: the number of files (key ranges); default from the data: at most about "
+                        "2 M rows a file, up to 64 files where each gets 16,384 rows or more, at most 1,024")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -806,7 +812,8 @@ def _parser() -> argparse.ArgumentParser:
     g = s.add_argument_group("synthetic data (instead of input paths)")
     _tick_options(g, None)
     g.add_argument("--data", help="where to write the generated ticks (default: beside --out, "
-                                  "ticks_<N>x<symbols>_seed<seed>.parquet; reused if present)")
+                                  "ticks_<N>x<symbols>_seed<seed>.parquet, or the folder ..._by_key with --by-key; "
+                                  "reused if present)")
     c = s.add_argument_group("columns")
     c.add_argument("--key", help="partition column (default: the pattern's, else 'name'); '' for none")
     c.add_argument("--time", help="event-time column (default: the pattern's, else 'ts')")
@@ -821,8 +828,9 @@ def _parser() -> argparse.ArgumentParser:
     e = s.add_argument_group("engine")
     e.add_argument("--in-process", action="store_true", help="run in this process instead of Spark (faster for "
                                                              "inputs that fit in memory on one machine)")
-    e.add_argument("--direct", action="store_true", help="Parquet laid out by key: executors read the files "
-                                                         "with pyarrow (no JVM conversion)")
+    e.add_argument("--direct", action="store_true",
+                   help="Parquet laid out by key (files of whole keys, as --by-key writes, or Hive partitions "
+                        "key=value/): executors read the files with pyarrow (no JVM conversion, no shuffle)")
     e.add_argument("--cores", type=int, help="cores of the local Spark session (default: all)")
     e.add_argument("--partitions", type=int, help="Spark partitions (default: twice the cluster's cores, more for "
                                                    "large inputs, about 4 million rows a task; said when it runs)")
@@ -863,14 +871,22 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _write_ticks_atomic(path: Path, events: int, symbols: int, seed: int, by_key: bool) -> Path:
+def _check_tick_options(a: argparse.Namespace) -> None:
+    if a.buckets is not None and not a.by_key:
+        raise InputError("--buckets sets the number of files of --by-key; add --by-key")
+    if a.buckets is not None and a.buckets < 1:
+        raise InputError(f"--buckets must be at least 1, got {a.buckets}")
+
+
+def _write_ticks_atomic(path: Path, events: int, symbols: int, seed: int, by_key: bool,
+                        buckets: int | None = None) -> Path:
     """``write_ticks`` to a hidden name beside ``path``, renamed at the end (an interrupted
     run leaves no half file that a later scan would reuse)."""
     from colcep.ticks import write_ticks
 
     tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
     try:
-        write_ticks(tmp, events, symbols, seed, partition_by_key=by_key)
+        write_ticks(tmp, events, symbols, seed, partition_by_key=by_key, buckets=buckets)
         if by_key and path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -887,7 +903,8 @@ def _cmd_scan(a: argparse.Namespace) -> int:
     if a.events is not None:
         if inputs:
             raise InputError("give either input paths or --events N (synthetic ticks), not both")
-        suffix = "" if a.by_key else ".parquet"
+        _check_tick_options(a)
+        suffix = ("_by_key" + (f"_b{a.buckets}" if a.buckets else "")) if a.by_key else ".parquet"
         data = Path(a.data) if a.data else \
             Path(a.out).parent / f"ticks_{a.events}x{a.symbols}_seed{a.seed}{suffix}"
         if data.exists():
@@ -895,7 +912,7 @@ def _cmd_scan(a: argparse.Namespace) -> int:
         else:
             rep.step(f"generating {_num(a.events)} ticks over {a.symbols} symbols -> {data} ...")
             with rep.ticking("generating ticks"):
-                _write_ticks_atomic(data, a.events, a.symbols, a.seed, a.by_key)
+                _write_ticks_atomic(data, a.events, a.symbols, a.seed, a.by_key, a.buckets)
         inputs = [str(data)]
     if not inputs:
         raise InputError("give input files or folders, or --events N to scan synthetic ticks")
@@ -956,7 +973,8 @@ def _cmd_generate(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    p = _write_ticks_atomic(out, a.events, a.symbols, a.seed, a.by_key)
+    _check_tick_options(a)
+    p = _write_ticks_atomic(out, a.events, a.symbols, a.seed, a.by_key, a.buckets)
     print(f"wrote {_num(a.events)} ticks over {a.symbols} symbols to {p} in {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -2,7 +2,7 @@
 
     ticks = make_ticks(100_000, symbols=20, seed=7)        # a pyarrow Table
     write_ticks("out/ticks.parquet", 1_000_000, 100)       # Parquet or CSV (by the suffix)
-    write_ticks("out/ticks_by_symbol", 1_000_000, 100, partition_by_key=True)  # name=S0000/...
+    write_ticks("out/ticks_by_symbol", 1_000_000, 100, partition_by_key=True)  # part-00000.parquet ...
 
 Columns: ``id`` (int64, arrival order), ``name`` (string, the symbol), ``ts`` (int64 ms,
 non-decreasing over the whole stream, about 2 ms apart), ``price`` (float64, a geometric
@@ -48,23 +48,24 @@ def make_ticks(events: int, symbols: int = 100, seed: int = 7) -> pa.Table:
 
 
 def write_ticks(path: str | os.PathLike, events: int, symbols: int = 100, seed: int = 7, *,
-                partition_by_key: bool = False, row_group_size: int = 1 << 20) -> Path:
+                partition_by_key: bool = False, buckets: int | None = None, row_group_size: int = 1 << 20) -> Path:
     """Write ``make_ticks(events, symbols, seed)`` to ``path`` and return it.
 
     A path ending in ``.csv`` gets CSV with a header; anything else Parquet. With
-    ``partition_by_key`` the path is a directory of Hive partitions, one per symbol
-    (``name=S0000/part-0.parquet``), each in time order: the layout
-    :func:`colcep.spark.match_parquet` reads directly.
+    ``partition_by_key`` the path is a folder of files that each hold a range of whole symbols,
+    sorted by (name, ts, id): ``part-00000.parquet``, ... (:func:`colcep.spark.write_by_key`;
+    ``buckets`` files, by default from the data: at most about 2 M rows a file, up to 64 files,
+    never more than 1,024 however many symbols), the layout :func:`colcep.spark.match_parquet`
+    reads directly.
     """
     path = Path(path)
+    if buckets is not None and not partition_by_key:
+        raise ValueError("write_ticks: buckets= goes with partition_by_key=True")
     table = make_ticks(events, symbols, seed)
     if partition_by_key:
-        import pyarrow.dataset as ds
+        from colcep.spark.parquet import write_by_key
 
-        path.mkdir(parents=True, exist_ok=True)
-        ds.write_dataset(table, path, format="parquet", partitioning=["name"], partitioning_flavor="hive",
-                         existing_data_behavior="delete_matching", basename_template="part-{i}.parquet",
-                         max_rows_per_group=row_group_size)
+        write_by_key(table, path, "name", "ts", seq="id", buckets=buckets, row_group_size=row_group_size)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".csv":

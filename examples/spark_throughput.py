@@ -10,7 +10,8 @@ Runs, each on the same generated ticks (Parquet) and local Spark session:
 - ``jvm``: read, project, repartition by key, sort within partitions (no Python);
 - ``pass-through``: the same plus a mapInArrow that returns its batches unchanged;
 - ``colcep``: ``colcep.spark.match`` (the same plan with a Matcher per task);
-- ``direct``: ``colcep.spark.match_parquet`` on the same ticks partitioned by symbol;
+- ``direct``: ``colcep.spark.match_parquet`` on the same ticks laid out by symbol (``write_ticks(...,
+  partition_by_key=True)``: files of whole symbols, sorted by time);
 - ``in-process``: ``colcep.match`` on one core, no Spark.
 
 All Spark jobs end in the ``noop`` sink. Each Spark run is repeated (``--repeat``) and the
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ex = get_example(a.pattern)
     work = Path(a.dir or tempfile.mkdtemp(prefix="colcep-bench-"))
     flat = work / f"ticks_{a.events}x{a.symbols}.parquet"
-    by_key = work / f"ticks_{a.events}x{a.symbols}_by_symbol"
+    by_key = work / f"ticks_{a.events}x{a.symbols}_by_key"
     if not flat.exists():
         write_ticks(flat, a.events, a.symbols)
     if not by_key.exists():

@@ -309,12 +309,43 @@ def test_generate_and_patterns(tmp_path, capsys):
     assert main(["generate", "--events", "1000", "--symbols", "4", "--out", str(tmp_path / "t.parquet")]) == 0
     assert pa.parquet.read_table(tmp_path / "t.parquet").equals(make_ticks(1000, 4, 7))
     assert main(["generate", "--events", "1000", "--symbols", "4", "--by-key", "--out", str(tmp_path / "k")]) == 0
-    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == [f"name=S000{i}" for i in range(4)]
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == ["part-00000.parquet"]  # 1,000 rows: one file
     capsys.readouterr()
     assert main(["patterns"]) == 0
     listed = capsys.readouterr().out
     for name in ("paper_query3", "three_rising", "any_triple", "spike_no_recovery", "p1", "p4"):
         assert name in listed
+
+
+def test_by_key_above_1024_symbols(tmp_path, capsys):
+    """Issue 21: --by-key wrote a Hive folder per symbol and pyarrow refused more than 1,024
+    ("Fragment would be written into 3000 partitions"); now files of whole symbols, sorted."""
+    ticks = make_ticks(12_000, 3000, 7)
+    out = tmp_path / "k"
+    assert main(["generate", "--events", "12000", "--symbols", "3000", "--by-key", "--buckets", "6",
+                 "--out", str(out)]) == 0
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == [f"part-{i:05d}.parquet" for i in range(6)]
+    seen: set = set()
+    for f in files:
+        t = pa.parquet.read_table(f)
+        names = t.column("name").to_pylist()
+        assert not set(names) & seen and names == sorted(names)  # whole symbols, in key order
+        seen |= set(names)
+        srt = t.sort_by([("name", "ascending"), ("ts", "ascending"), ("id", "ascending")])
+        assert t.equals(srt)
+    back = pa.concat_tables(pa.parquet.read_table(f) for f in files).sort_by("id")
+    assert back.equals(ticks)
+    # a scan generates them and reads them back (in process here; on Spark in test_spark.py)
+    assert main(["scan", "--events", "12000", "--symbols", "3000", "--by-key", "--pattern", "three_rising",
+                 "--in-process", "--out", str(tmp_path / "m")]) == 0
+    assert (tmp_path / "ticks_12000x3000_seed7_by_key" / "part-00000.parquet").is_file()
+    ex = get_example("three_rising")
+    want = colcep.match(ticks, ex.pattern, key="name", time="ts", columns=["price"])
+    assert canon(read_out(tmp_path / "m")) == canon(want) and len(canon(want)) > 100
+    capsys.readouterr()
+    assert main(["generate", "--events", "100", "--buckets", "3", "--out", str(tmp_path / "x.parquet")]) == 2
+    assert "--buckets sets the number of files of --by-key" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["P1", "P2", "P3", "P4"])

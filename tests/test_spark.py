@@ -272,8 +272,15 @@ def test_spark_errors_before_the_job(spark, ticks):
 def test_match_parquet_direct(spark, tmp_path):
     from colcep.spark import match_parquet
 
+    import pyarrow.dataset as ds
+
     ticks = make_ticks(6000, 6, 8)
-    write_ticks(tmp_path / "hive", 6000, 6, 8, partition_by_key=True)
+    # Hive partitions on the key (what --by-key wrote before issue 21), still read
+    ds.write_dataset(ticks, tmp_path / "hive", format="parquet", partitioning=["name"], partitioning_flavor="hive")
+    assert len(list((tmp_path / "hive").iterdir())) == 6
+    # key ranges, sorted (what --by-key writes now)
+    write_ticks(tmp_path / "ranges", 6000, 6, 8, partition_by_key=True, buckets=4)
+    assert len(list((tmp_path / "ranges").iterdir())) == 4
     # files that each hold whole keys (two keys per file), not Hive partitions
     flat = tmp_path / "flat"
     flat.mkdir()
@@ -284,7 +291,7 @@ def test_match_parquet_direct(spark, tmp_path):
         pq.write_table(srt.take(pa.array(idx)), flat / f"part-{i}.parquet")
     pattern = get_example("three_rising").pattern
     want = colcep.match(ticks, pattern, key="name", time="ts", columns=["price"])
-    for path, parts in ((tmp_path / "hive", 4), (flat, 2), (tmp_path / "hive", 9)):
+    for path, parts in ((tmp_path / "hive", 4), (flat, 2), (tmp_path / "hive", 9), (tmp_path / "ranges", 3)):
         got = match_parquet(str(path), pattern, "name", "ts", ["price"], spark=spark, seq="id",
                             num_partitions=parts, batch_rows=700).toArrow()
         assert canon(got) == canon(want) and len(canon(want)) > 20, path
@@ -303,6 +310,92 @@ def test_match_parquet_direct(spark, tmp_path):
         (tmp_path / f).rename(tmp_path / "mixed" / f)
     with pytest.raises(InputError, match="not laid out by file"):
         match_parquet(str(tmp_path / "mixed"), pattern, "name", "ts", spark=spark)
+
+
+def test_write_by_key_layout(tmp_path):
+    """write_by_key: files of whole keys in key ranges that do not overlap, each sorted by
+    (key, time, seq); the file count from the data or ``buckets``."""
+    from colcep.spark import write_by_key
+    from colcep.spark.parquet import _is_sorted, default_buckets
+
+    assert default_buckets(0, 0) == default_buckets(1000, 5) == 1  # files of 16,384 rows or more
+    assert default_buckets(200_000, 100_000) == 12 and default_buckets(10**6, 100) == 61
+    assert default_buckets(10**6, 10) == 10  # at most one a key
+    assert default_buckets(10**8, 10**6) == 64  # spread over 64 files
+    assert default_buckets(10**9, 10**6) == 477  # at most ~2 M rows a file
+    assert default_buckets(10**10, 10**7) == 1024  # and at most 1,024 files
+    # an integer key, a timestamp time, one key larger than a file's share, rows in no order
+    rng = np.random.default_rng(5)
+    n = 20_000
+    k = np.where(rng.random(n) < 0.4, 7, rng.integers(0, 300, n))
+    t = pa.table({"k": k, "t": pa.array(rng.integers(0, 10**9, n)).cast(pa.timestamp("ms")),
+                  "seq": np.arange(n)[::-1].copy(), "v": rng.random(n)})
+    files = write_by_key(t, tmp_path / "d", "k", "t", seq="seq", buckets=8)
+    assert 2 < len(files) <= 8 and [os.path.basename(f) for f in files] == \
+        [f"part-{i:05d}.parquet" for i in range(len(files))]
+    parts = [pq.read_table(f) for f in files]
+    assert sum(p.num_rows for p in parts) == n
+    spans = [(pc.min(p.column("k")).as_py(), pc.max(p.column("k")).as_py()) for p in parts]
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))  # key ranges in order, disjoint
+    assert any(lo == hi == 7 for lo, hi in spans)  # the large key has a file to itself
+    assert all(_is_sorted(p, ["k", "t", "seq"]) for p in parts)
+    back = pa.concat_tables(parts)
+    assert back.sort_by([("seq", "ascending")]).equals(t.sort_by([("seq", "ascending")]))
+    # rewriting with fewer files replaces the old ones
+    assert len(write_by_key(t, tmp_path / "d", "k", "t", buckets=2)) == 2 == len(os.listdir(tmp_path / "d"))
+    (tmp_path / "d" / "k=1").mkdir()
+    with pytest.raises(InputError, match=r"holds other data \(\['k=1'\]\)"):
+        write_by_key(t, tmp_path / "d", "k", "t")
+    with pytest.raises(InputError, match="null"):
+        write_by_key(pa.table({"k": [1, None], "t": [1, 2]}), tmp_path / "e", "k", "t")
+    assert len(write_by_key(t.slice(0, 0), tmp_path / "f", "k", "t")) == 1  # no rows: one empty file
+
+
+def test_is_sorted_agrees_with_sort():
+    """The order check match_parquet runs before it would sort: true exactly when sorting
+    would change nothing, over keys (string, integer), times and ties."""
+    from colcep.spark.parquet import _is_sorted
+
+    rng = np.random.default_rng(11)
+    for trial in range(400):
+        n = int(rng.integers(0, 25))
+        t = pa.table({"k": pa.array(rng.choice(["a", "b", "cc"], n)) if trial % 2 else pa.array(rng.integers(0, 3, n)),
+                      "t": pa.array(rng.integers(0, 3, n)), "s": pa.array(rng.integers(0, 3, n))})
+        for cols in (["k", "t", "s"], ["t", "s"], ["k", "s"]):
+            srt = t.sort_by([(c, "ascending") for c in cols])
+            want = all(t.column(c).equals(srt.column(c)) for c in cols)
+            assert _is_sorted(t, cols) == want, (t.to_pydict(), cols)
+            assert _is_sorted(srt, cols)
+    assert not _is_sorted(pa.table({"k": [1, None], "t": [1, 2]}), ["k", "t"])
+
+
+@spark_only
+def test_match_parquet_many_keys(spark, tmp_path):
+    """10^5 symbols (issue 21): partition_by_key=True made 10^5 Hive folders, and pyarrow
+    refuses more than 1,024 at once. Now a few files of whole keys, each sorted by time, and
+    match_parquet over them equals the in-process match."""
+    from colcep.spark import match_parquet
+    from colcep.spark.parquet import _is_sorted
+
+    events, symbols = 200_000, 100_000
+    ticks = make_ticks(events, symbols, 3)
+    path = write_ticks(tmp_path / "by_key", events, symbols, 3, partition_by_key=True)
+    files = sorted(path.iterdir())
+    assert 1 < len(files) <= 64, len(files)
+    seen: set = set()
+    for f in files:
+        t = pq.read_table(f, columns=["name", "ts", "id"])
+        names = set(pc.unique(t.column("name")).to_pylist())
+        assert not names & seen  # every key lives in one file ...
+        seen |= names
+        assert _is_sorted(t, ["name", "ts", "id"])  # ... sorted by time: the task does not re-sort
+    assert seen == set(pc.unique(ticks.column("name")).to_pylist())
+    pattern = (colcep.Pattern.begin("a").where(col("volume") > 300)
+               .next("b").where(col("price") > colcep.last("price", of="a")))
+    want = colcep.match(ticks, pattern, key="name", time="ts", columns=["price"])
+    got = match_parquet(str(path), pattern, "name", "ts", ["price"], spark=spark, seq="id", num_partitions=4)
+    got = got.toArrow()
+    assert canon(got) == canon(want) and len(canon(want)) > 10_000
 
 
 @spark_only
@@ -326,6 +419,14 @@ def test_cli_scan_on_spark(spark, tmp_path, capsys):
     assert "Parquet read by the executors with pyarrow" in capsys.readouterr().out
     got = ds.dataset(str(tmp_path / "direct"), format="parquet").to_table()
     assert canon(got) == canon(want)
+    # above 1,024 symbols (pyarrow's Hive writer refused: "Fragment would be written into 3000 partitions")
+    assert main(["scan", "--events", "12000", "--symbols", "3000", "--by-key", "--buckets", "5", "--pattern",
+                 "p1", "--direct", "--out", str(tmp_path / "many")]) == 0
+    assert len(list((tmp_path / "ticks_12000x3000_seed7_by_key_b5").iterdir())) == 5
+    got = ds.dataset(str(tmp_path / "many"), format="parquet").to_table()
+    ex = get_example("p1")
+    want = colcep.match(make_ticks(12000, 3000, 7), ex.pattern, key="name", time="ts", columns=list(ex.columns))
+    assert canon(got) == canon(want) and len(canon(want)) > 0
 
 
 @spark_only

@@ -22,6 +22,89 @@ from colcep.spark.session import DEFAULT_BATCH_ROWS, local_session
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
+# write_by_key: how many files (key ranges) when the caller does not say
+BUCKET_ROWS = 1 << 21        # at most about 2 M rows a file: a file is read whole, by one task
+BUCKET_MIN_ROWS = 1 << 14    # but files of at least 16,384 rows: more files would cost more than they spread
+BUCKETS_TO_SPREAD = 64       # enough files for many tasks, where the rows allow
+MAX_BUCKETS = 1024           # never more files than this by default
+
+
+def default_buckets(rows: int, keys: int) -> int:
+    """The number of files :func:`write_by_key` writes for ``rows`` rows over ``keys`` keys:
+    enough that no file has much more than ``BUCKET_ROWS`` rows, and up to
+    ``BUCKETS_TO_SPREAD`` when there are rows enough (``BUCKET_MIN_ROWS`` a file) to spread
+    over that many tasks; at most ``MAX_BUCKETS`` and at most one a key."""
+    n = max(-(-int(rows) // BUCKET_ROWS), min(BUCKETS_TO_SPREAD, int(rows) // BUCKET_MIN_ROWS))
+    return max(1, min(n, int(keys), MAX_BUCKETS))
+
+
+def write_by_key(table: pa.Table, path: str | os.PathLike, key: str, time: str, *, seq: str | None = None,
+                 buckets: int | None = None, row_group_size: int = 1 << 20) -> list[str]:
+    """Write ``table`` to the folder ``path`` in the layout :func:`match_parquet` reads best:
+    ``part-00000.parquet``, ``part-00001.parquet``, ... each holding a range of whole keys
+    (the files' key ranges do not overlap, so the driver proves the layout from the files'
+    statistics alone), its rows sorted by (key, time, ``seq``), so the tasks read them without
+    sorting. Returns the files written, in key order.
+
+    ``buckets`` is the number of key ranges (files), cut near every ``rows / buckets`` rows so
+    the files hold about as many rows each (a key is never split: a key larger than that gets
+    a file of its own, and fewer files result). The default is
+    :func:`default_buckets`: about 2 M rows a file at most, up to 64 files where there are rows
+    enough for them, never more than 1,024, however many keys there are (where one folder per
+    key, Hive partitions, needs one directory per key and pyarrow refuses more than 1,024 at
+    once). Files named ``part-*.parquet`` already in ``path`` are replaced; anything else there
+    (but names starting with ``_`` or ``.``, which readers skip) is refused. The rows are
+    sorted by Arrow (``sort_indices`` on the key's rank in its dictionary, the time and
+    ``seq``); a null key is refused.
+    """
+    import pyarrow.parquet as pq
+
+    for c in (key, time) + ((seq,) if seq else ()):
+        if c not in table.column_names:
+            raise InputError(f"write_by_key: no column {c!r} (columns: {table.column_names})")
+    k = table.column(key)
+    if k.null_count:
+        raise InputError(f"write_by_key: the key column {key!r} has {k.null_count} null(s)")
+    if buckets is not None and int(buckets) < 1:
+        raise InputError(f"write_by_key: buckets must be at least 1, got {buckets}")
+    n = table.num_rows
+    if pa.types.is_dictionary(k.type):
+        k = k.cast(k.type.value_type)
+    enc = pc.dictionary_encode(k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    keys = len(enc.dictionary)
+    rank = np.empty(keys, np.int64)  # each dictionary entry's place in key order
+    rank[pc.sort_indices(enc.dictionary).to_numpy()] = np.arange(keys, dtype=np.int64)
+    row_rank = rank[enc.indices.to_numpy(zero_copy_only=False)]
+    cols = {"k": row_rank, "t": table.column(time)} | ({"s": table.column(seq)} if seq else {})
+    order = pc.sort_indices(pa.table(cols), sort_keys=[(c, "ascending") for c in cols])
+    table = table.take(order)
+    row_rank = row_rank[order.to_numpy()]
+    # a key's file: the one of `buckets` equal shares of the rows its middle row falls in (so a
+    # key larger than a share gets a file of its own rather than swelling its neighbours')
+    b = int(buckets) if buckets is not None else default_buckets(n, keys)
+    per_key = np.bincount(row_rank, minlength=keys)
+    key_bucket = (2 * np.cumsum(per_key) - per_key) * b // max(2 * n, 1)
+    row_bucket = key_bucket[row_rank]
+    cuts = np.r_[0, np.flatnonzero(np.diff(row_bucket)) + 1, n]  # n = 0: one empty file
+    path = os.fspath(path)
+    os.makedirs(path, exist_ok=True)
+    ours = [f for f in os.listdir(path) if f.startswith("part-") and f.endswith(".parquet")]
+    other = [f for f in os.listdir(path) if f not in ours and not f.startswith(("_", "."))]
+    if other:  # readers would take them for part of the data (a Hive folder name=.../ of an older layout)
+        raise InputError(f"write_by_key: {path} holds other data ({sorted(other)[:3]}); give an empty or new folder")
+    for f in ours:
+        os.remove(os.path.join(path, f))
+    sorting = pq.SortingColumn.from_ordering(table.schema, [(c, "ascending") for c in (key, time, seq) if c])
+    files = []
+    for i, (lo, hi) in enumerate(zip(cuts[:-1].tolist(), cuts[1:].tolist())):
+        f = os.path.join(path, f"part-{i:05d}.parquet")
+        pq.write_table(table.slice(lo, hi - lo), f, row_group_size=row_group_size, sorting_columns=sorting)
+        files.append(f)
+    return files
+
+
 @dataclass(frozen=True)
 class _FileGroup:
     """The files holding some whole keys; ``key_value`` is set for a Hive partition."""
@@ -95,19 +178,52 @@ def _read_group(plan: _ParquetPlan, gid: int) -> pa.Table:
 
 
 def _is_sorted(tbl: pa.Table, cols: list[str]) -> bool:
-    """True when the rows are in ascending lexicographic order of ``cols``."""
-    undecided = np.ones(tbl.num_rows - 1, bool)
+    """True when the rows are in ascending lexicographic order of ``cols`` (False with a null in
+    them: the caller then sorts, and the matcher reports the null).
+
+    Linear and cheap: a column is compared only on the adjacent pairs the columns before it tie
+    on, numeric and time columns in numpy; the first column (the key, for files holding many
+    keys) is compared for equality only, and for order only where it changes."""
+    n = tbl.num_rows
+    if n < 2:
+        return True
+    tie: np.ndarray | None = None  # pairs (i, i + 1) equal in every column so far; None: all of them
     for c in cols:
         a = tbl.column(c)
-        if pa.types.is_timestamp(a.type):
-            a = a.cast(pa.int64())
-        prev, nxt = a.slice(0, len(a) - 1), a.slice(1)
-        lt = pc.less(nxt, prev).to_numpy(zero_copy_only=False)
-        if np.any(lt & undecided):
+        if a.null_count:
             return False
-        undecided &= pc.equal(nxt, prev).to_numpy(zero_copy_only=False)
-        if not undecided.any():
+        if pa.types.is_timestamp(a.type) or pa.types.is_date(a.type) or pa.types.is_duration(a.type):
+            a = a.cast(pa.int64())
+        ties = n - 1 if tie is None else int(np.count_nonzero(tie))
+        if not ties:
             return True
+        if pa.types.is_integer(a.type) or pa.types.is_floating(a.type):
+            v = a.to_numpy()
+            if ties * 8 > n:  # most pairs still tie: compare all of them, masked
+                x, y = v[:-1], v[1:]
+                if np.any(y < x if tie is None else (y < x) & tie):
+                    return False
+                tie = y == x if tie is None else (y == x) & tie
+                continue
+            at = np.flatnonzero(tie)
+            x, y = v[at], v[at + 1]
+            if np.any(y < x):
+                return False
+            eq = y == x
+        elif tie is None:  # the first column, not numeric (a string key): order only where it changes
+            tie = pc.equal(a.slice(1), a.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            ch = pa.array(np.flatnonzero(~tie))
+            if len(ch) and pc.any(pc.less(a.take(pc.add(ch, 1)), a.take(ch))).as_py():
+                return False
+            continue
+        else:
+            at = np.flatnonzero(tie)
+            x, y = a.take(pa.array(at)), a.take(pa.array(at + 1))
+            if pc.any(pc.less(y, x)).as_py():
+                return False
+            eq = pc.equal(y, x).to_numpy(zero_copy_only=False)
+        tie = np.zeros(n - 1, bool)
+        tie[at] = eq
     return True
 
 
@@ -119,12 +235,14 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | K
                   metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
     """Match Parquet data already laid out by key, read by the executors with pyarrow.
 
-    The layout must keep every key in one place: Hive partitions on the key
-    (``path/name=S0001/*.parquet``) or files that each hold whole keys (checked on the
-    driver from the files' statistics). Spark only hands out the file groups (one per
-    Hive partition, or per file); each task reads its groups with pyarrow, sorts them by
-    (key, time, seq) unless already in order, and matches them. Executors must reach
-    ``path`` (a shared file system or an object store URI pyarrow can open).
+    The layout must keep every key in one place: files that each hold whole keys (checked on
+    the driver from the files' statistics; :func:`write_by_key` writes them, key ranges sorted
+    by (key, time, seq), for any number of keys) or Hive partitions on the key
+    (``path/name=S0001/*.parquet``). Spark only hands out the file groups (one per file, or
+    run of files of one key, or per Hive partition); each task reads its groups with pyarrow,
+    checks their order (a linear pass), sorts them by (key, time, seq) only when they are not
+    in order, and matches them. Executors must reach ``path`` (a shared file system or an
+    object store URI pyarrow can open).
 
     Output and ``tier`` as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
     of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
@@ -213,7 +331,8 @@ def _file_groups(data, key: str | None, key_is_partition: bool) -> list[_FileGro
             g = groups[-1]
             if not (lo == hi == g[0] == g[1]):  # only files of one and the same single key may share a group
                 raise InputError(f"key {key!r} is not laid out by file: {g[2][-1]} holds keys {g[0]!r}..{g[1]!r} "
-                                 f"and {p} holds {lo!r}..{hi!r}; use colcep.spark.match() (the shuffle path)")
+                                 f"and {p} holds {lo!r}..{hi!r}; use colcep.spark.match() (the shuffle path), "
+                                 "or rewrite the data with colcep.spark.write_by_key()")
             g[2].append(p)
         else:
             groups.append([lo, hi, [p]])
