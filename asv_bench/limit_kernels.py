@@ -690,3 +690,65 @@ def p4_grouped_emit2(offsets, rows, ts, price, volume, within):
     out = np.empty((total, 3), np.int64)
     p4_grouped_emit_into(offsets, rows, ts, price, volume, within, out)
     return out
+
+
+# ---------------------------------------------------------------- P5: many live partial matches
+@njit(cache=True, nogil=True)
+def p5_grouped_emit(offsets, rows, ts, price, volume, within, vol_min, mult):
+    """P5 (threshold breakout): a = volume > vol_min, then followedBy b = price > mult * a.price,
+    within ``within``; no skip. Every open `a` is a partial match waiting for its threshold, so
+    many stay live. Per key a binary min-heap of thresholds: an event costs O(1) when it fires
+    nothing and O(log R) per match, instead of O(R) for R live partial matches.
+    Returns (a_row, b_row) pairs; expired partial matches are dropped when they reach the top."""
+    n = rows.shape[0]
+    out = np.empty((max(16, n // 8), 2), np.int64)
+    nout = 0
+    hthr = np.empty(16, np.float64)
+    hts = np.empty(16, np.int64)
+    hrow = np.empty(16, np.int64)
+    for k in range(offsets.shape[0] - 1):
+        h = 0
+        for m in range(offsets[k], offsets[k + 1]):
+            p = price[m]
+            t = ts[m]
+            while h > 0 and hthr[0] < p:
+                if t - hts[0] < within:
+                    if nout == out.shape[0]:
+                        bigger = np.empty((out.shape[0] * 2, 2), np.int64)
+                        bigger[:nout] = out[:nout]
+                        out = bigger
+                    out[nout, 0] = hrow[0]
+                    out[nout, 1] = rows[m]
+                    nout += 1
+                h -= 1                       # pop: move the last leaf to the root, sift down
+                hthr[0] = hthr[h]; hts[0] = hts[h]; hrow[0] = hrow[h]
+                i = 0
+                while True:
+                    c = 2 * i + 1
+                    if c >= h:
+                        break
+                    if c + 1 < h and hthr[c + 1] < hthr[c]:
+                        c += 1
+                    if hthr[c] >= hthr[i]:
+                        break
+                    hthr[i], hthr[c] = hthr[c], hthr[i]
+                    hts[i], hts[c] = hts[c], hts[i]
+                    hrow[i], hrow[c] = hrow[c], hrow[i]
+                    i = c
+            if volume[m] > vol_min:
+                if h == hthr.shape[0]:
+                    hthr = np.concatenate((hthr, np.empty(h, np.float64)))
+                    hts = np.concatenate((hts, np.empty(h, np.int64)))
+                    hrow = np.concatenate((hrow, np.empty(h, np.int64)))
+                i = h                        # push: append, sift up
+                h += 1
+                hthr[i] = mult * p; hts[i] = t; hrow[i] = rows[m]
+                while i > 0:
+                    par = (i - 1) // 2
+                    if hthr[par] <= hthr[i]:
+                        break
+                    hthr[i], hthr[par] = hthr[par], hthr[i]
+                    hts[i], hts[par] = hts[par], hts[i]
+                    hrow[i], hrow[par] = hrow[par], hrow[i]
+                    i = par
+    return out[:nout]

@@ -30,7 +30,7 @@ CONFIGS = [("generic", 1), ("specialised", 1), ("generic", 2), ("specialised", 2
 
 def measure(events: int, symbols: int, patterns: list[str], rounds: int, threads: int) -> list[dict]:
     import limit
-    from benchmarks.common import PATTERNS, scan, warm_up
+    from benchmarks.common import LIMIT_PATTERNS as PATTERNS, scan, warm_up
     from colcep.ticks import make_ticks
 
     configs = [(t, n if n == 1 else threads) for t, n in CONFIGS]
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=float, default=1e6)
     ap.add_argument("--symbols", default="100,5000")
-    ap.add_argument("--patterns", default="P1,P2,P3,P4")
+    ap.add_argument("--patterns", default="P1,P2,P3,P4,P5")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the best counts (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="the threaded configurations' thread count")
     ap.add_argument("--json", help="write the raw figures here")

@@ -63,11 +63,17 @@ P4 = (Pattern.begin("a").where(col("volume") > 600.0)
       .followed_by_any("c").where(col("price") > last("price", of="b"))
       .within(2_000))
 
-BENCHMARK_PATTERNS: dict[str, Pattern] = {"P1": P1, "P2": P2, "P3": P3, "P4": P4}
+#: P5: many live partial matches: a big-volume tick, then the first tick of its symbol above 1.05 x
+#: its price (skip till next match), within 1 hour, no skip: every open ``a`` waits for its own level.
+P5 = (Pattern.begin("a").where(col("volume") > 800.0)
+      .followed_by("b").where(col("price") > 1.05 * last("price", of="a"))
+      .within(3_600_000))
+
+BENCHMARK_PATTERNS: dict[str, Pattern] = {"P1": P1, "P2": P2, "P3": P3, "P4": P4, "P5": P5}
 
 
 def benchmark_pattern(name: str) -> Pattern:
-    """One of the four benchmark patterns by id: ``"P1"``..``"P4"`` (or the full id of
+    """One of the benchmark patterns by id: ``"P1"``..``"P5"`` (or the full id of
     ``patterns.json``, e.g. ``"P3_paper_query3"``)."""
     short = name.split("_", 1)[0].upper()
     if short not in BENCHMARK_PATTERNS:
@@ -112,14 +118,14 @@ EXAMPLES: dict[str, Example] = {e.name: e for e in (
     Example("any_triple", ANY_TRIPLE, "every rising triple within 1 s after a large trade (skip till any match)"),
     Example("spike_no_recovery", SPIKE_NO_RECOVERY, "a 0.15 % spike not recovered within 5 minutes (negation)",
             columns=("price",)),
-    *(Example(k.lower(), p, f"benchmark pattern {k} (shared/bench/patterns.json)")
+    *(Example(k.lower(), p, f"benchmark pattern {k} (docs/benchmarks.md)")
       for k, p in BENCHMARK_PATTERNS.items()),
 )}
 
 
 def get_example(name: str) -> Example:
     """A built-in scan by name (``paper_query3``, ``three_rising``, ``any_triple``,
-    ``spike_no_recovery``, ``p1``..``p4``)."""
+    ``spike_no_recovery``, ``p1``..``p5``)."""
     try:
         return EXAMPLES[name.lower()]
     except KeyError:

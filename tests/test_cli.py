@@ -348,7 +348,7 @@ def test_by_key_above_1024_symbols(tmp_path, capsys):
     assert "--buckets sets the number of files of --by-key" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["P1", "P2", "P3", "P4"])
+@pytest.mark.parametrize("name", ["P1", "P2", "P3", "P4", "P5"])
 def test_benchmark_patterns_match_patterns_json(name):
     import json as _json
     from pathlib import Path

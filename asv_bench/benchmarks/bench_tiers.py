@@ -1,5 +1,5 @@
 """Kernel tiers (``tier=``, colcep.engine.specialise): the generic and the specialised kernel on the four
-benchmark patterns at 10^6 events (quick: 10^4) over 100 and 5,000 symbols, against the limit
+benchmark patterns (P1-P5) at 10^6 events (quick: 10^4) over 100 and 5,000 symbols, against the limit
 kernels (asv_bench/limit.py: shared/bench/limit/kernels.py, issue 11's yardstick).
 
     asv run --python=same --bench bench_tiers
@@ -10,7 +10,7 @@ specialised >= 0.7, generic >= 0.4). The quick smoke run (CI) interprets the spe
 (``COLCEP_SPEC_JIT=0``) instead of compiling four patterns: it checks the benchmark code, and
 its figures mean nothing.
 """
-from .common import (MIB, PATTERN_NAMES, PATTERNS, QUICK, QUICK_EVENTS, REF_EVENTS, best_time, enter_tier,
+from .common import (LIMIT_PATTERNS, MIB, QUICK, QUICK_EVENTS, REF_EVENTS, best_time, enter_tier,
                      leave_tier, make_data, peak_above, scan, tier_table, warm_up)
 
 import limit  # asv_bench/limit.py (common put asv_bench on sys.path)
@@ -21,7 +21,7 @@ TIERS = ["generic", "specialised"]
 
 
 class Tiers:
-    params = (PATTERN_NAMES, SYMBOLS, TIERS)
+    params = (list(LIMIT_PATTERNS), SYMBOLS, TIERS)
     param_names = ["pattern", "symbols", "tier"]
     timeout = 3600
     number = 1
@@ -34,7 +34,7 @@ class Tiers:
         self._jit = enter_tier()
         warm_up([pattern], tiers=(tier,))
         self.table = tier_table(cache, EVENTS, symbols)
-        self.pattern = PATTERNS[pattern]
+        self.pattern = LIMIT_PATTERNS[pattern]
 
     def teardown(self, cache, pattern, symbols, tier):
         leave_tier(self._jit)

@@ -55,9 +55,12 @@ SYMBOLS = _ints("COLCEP_BENCH_SYMBOLS", [100, 5000])
 REF_EVENTS = QUICK_EVENTS if QUICK else _ints("COLCEP_BENCH_REF_EVENTS", [10**6])[0]
 REF_SYMBOLS = 100
 
-#: the four benchmark patterns of shared/bench/patterns.json, as translated in colcep.examples
-PATTERNS: dict[str, Pattern] = dict(BENCHMARK_PATTERNS)
+#: the benchmark patterns of shared/bench/patterns.json, as translated in colcep.examples: P1-P4
+#: (the grid, the yardstick loops, the targets) and with P5 (many live partial matches) the tiers
+#: against the limit kernels and the sweeps
+PATTERNS: dict[str, Pattern] = {k: p for k, p in BENCHMARK_PATTERNS.items() if k in yardstick.KERNELS}
 PATTERN_NAMES = list(PATTERNS)
+LIMIT_PATTERNS: dict[str, Pattern] = dict(BENCHMARK_PATTERNS)
 
 #: the issue's targets (one core, after JIT warm-up, 10^6 events over 100 symbols), events/s
 TARGETS = {"P1": 50e6, "P2": 15e6, "P3": 10e6, "P4": 3e6}
@@ -130,7 +133,7 @@ def warm_up(names=None, tiers=("generic",)) -> None:
         return
     tiny = make_ticks(500, 5, SEED)
     for n, t in todo:
-        scan(PATTERNS[n], tiny, tier=t)
+        scan(LIMIT_PATTERNS[n], tiny, tier=t)
         _WARM.add((n, t))
     yardstick.warm_up()
 
