@@ -577,7 +577,8 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
             rep.step("planning the file groups (Parquet laid out by key) ...")
             out = match_parquet(job.inputs[0], job.pattern, job.key, job.time, job.columns, spark=spark, seq=seq,
                                 timeouts=job.timeouts, num_partitions=parts, metrics=metrics,
-                                batch_rows=job.batch_rows or 500_000, **_spec_kwargs(job))
+                                batch_rows=job.batch_rows or 500_000, progress=False,  # the CLI draws its own
+                                **_spec_kwargs(job))
             how = "Parquet read by the executors with pyarrow"
         else:
             rep.step(f"reading the input's schema ({'Parquet' if fmt == 'parquet' else 'CSV'}, a Spark job) ...")
@@ -593,7 +594,7 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
             rep.step("checking the key and time columns for nulls (a Spark job) ...")
             with _SparkWatch(spark, metrics, None, rep):
                 out = match(df, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
-                            num_partitions=parts, metrics=metrics, **_spec_kwargs(job))
+                            num_partitions=parts, metrics=metrics, progress=False, **_spec_kwargs(job))
             how = "mapInArrow"
         rep.step(f"matching {_num(total) + ' rows' if total else 'the input'} on Spark {master} "
                  f"({parts} partitions) and writing the matches ...")

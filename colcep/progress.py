@@ -244,8 +244,9 @@ class ScanProgress:
     def seconds(self) -> float:
         return time.perf_counter() - self.t0
 
-    def update(self, done: int, matches: int, force: bool = False) -> None:
-        """Rows done and matches found so far; drawn when due (``force``: now)."""
+    def update(self, done: int, matches: int, force: bool = False, detail: str = "") -> None:
+        """Rows done and matches found so far; drawn when due (``force``: now). ``detail``
+        follows in parentheses (e.g. a Spark job's tasks)."""
         self.done, self.matches = done, matches
         if self.finished:
             return
@@ -253,11 +254,14 @@ class ScanProgress:
         if not force and now < self._next:
             return
         self._next = now + self._interval
-        self._draw(f"{self.what}: {scan_meter_text(self.done, self.total, self.seconds, self.matches)}", final=False)
+        text = f"{self.what}: {scan_meter_text(self.done, self.total, self.seconds, self.matches)}"
+        self._draw(text + (f" ({detail})" if detail else ""), final=False)
 
-    def finish(self, done: int | None = None, matches: int | None = None, error: BaseException | None = None) -> None:
-        """The scan ended (``error``: it raised that): the final line, once (none when the
-        scan ended within ``delay`` without drawing)."""
+    def finish(self, done: int | None = None, matches: int | None = None, error: BaseException | None = None,
+               stopped: str | None = None) -> None:
+        """The scan ended (``error``: it raised that; ``stopped``: it ended, in these words,
+        before all its rows): the final line, once (none when the scan ended within ``delay``
+        without drawing)."""
         if self.finished:
             return
         if done is not None:
@@ -267,10 +271,11 @@ class ScanProgress:
         if self.draws == 0 and self.seconds < self.delay:
             self.finished = True
             return
-        if error is None:
+        if error is None and stopped is None:
             text = f"{self.what}: {scan_done_text(self.done, self.seconds, self.matches)}"
         else:
-            why = "interrupted" if isinstance(error, KeyboardInterrupt) else f"stopped by {type(error).__name__}"
+            why = stopped if error is None else "interrupted" if isinstance(error, KeyboardInterrupt) \
+                else f"stopped by {type(error).__name__}"
             text = f"{self.what}: {scan_stopped_text(self.done, self.total, self.seconds, self.matches, why)}"
         self._draw(text, final=True)
         self.finished = True
@@ -319,14 +324,19 @@ def scan_progress(progress: Any, what: str, total: int | None = None) -> ScanPro
     however short the scan); None (the default), one when stderr is a terminal or this is a
     notebook's kernel, shown once the scan has run ``QUIET_SECONDS``. A notebook draws on its
     display (an output updated in place), anything else on stderr."""
+    if not progress_wanted(progress):
+        return None
+    return ScanProgress(what, total, display=notebook_display(), delay=QUIET_SECONDS if progress is None else 0.0)
+
+
+def progress_wanted(progress: Any) -> bool:
+    """Whether a ``progress=`` argument turns a meter on: True, False, or None: on when stderr
+    is a terminal or this is a notebook's kernel."""
     if progress is not None and not isinstance(progress, bool):
         raise TypeError(f"progress must be True, False or None (on when interactive), got {progress!r}")
-    if progress is False:
-        return None
-    display = notebook_display()
-    if progress is None and display is None and not stderr_is_terminal():
-        return None
-    return ScanProgress(what, total, display=display, delay=QUIET_SECONDS if progress is None else 0.0)
+    if progress is None:
+        return notebook_display() is not None or stderr_is_terminal()
+    return progress
 
 
 @contextlib.contextmanager
@@ -382,3 +392,132 @@ def active_stages(tracker) -> list:
     """The active stages' ``SparkStageInfo`` (a stage that ended meanwhile is left out)."""
     stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
     return [s for s in stages if s is not None]
+
+
+#: A Spark meter whose stage ended with none of its tasks finished says so after this long.
+IDLE_SECONDS = 2.0
+
+
+class SparkScanMeter:
+    """The meter of a lazy Spark scan (``colcep.spark.match_parquet`` / ``match`` with
+    ``progress``): armed when the DataFrame is made, it follows the job that runs it, whatever
+    the action (a write, ``toPandas``, ``count``). That job is known by its ``tasks`` tasks (the
+    scan's partitions): an active stage with that many tasks, or a task of this scan that
+    finished (``metrics``: the scan's ``ScanMetrics``, whose accumulators count a task's rows
+    and matches once it has finished). The rows and matches drawn are the finished tasks'.
+
+    A background thread polls Spark's status tracker every ``REDRAW_SECONDS`` while armed; the
+    last line is drawn when the last task's values arrive (``ScanMetrics.on_task``: before the
+    action returns), after which the meter is done. A job that ends before all the tasks ran (a
+    ``show`` or ``limit``, a failure, Ctrl-C: PySpark cancels the jobs) gets a line saying so and
+    the meter waits for the next. ``close`` disarms it (the DataFrame was dropped; a later scan
+    with progress takes over a meter whose job has not started)."""
+
+    _armed: "list[SparkScanMeter]" = []  # meters waiting for their job (one per process)
+    _armed_lock = threading.Lock()
+
+    def __init__(self, sc, metrics, tasks: int, what: str, total: int | None, display: Callable | None = None,
+                 stream=None, delay: float = 0.0):
+        self.sc, self.metrics, self.tasks, self.what, self.total = sc, metrics, int(tasks), what, total
+        self._display, self._stream, self._delay = display, stream, delay
+        self.meter: ScanProgress | None = None
+        self._seen_stage = False  # the meter drawing has seen its job's stage active
+        self._gone: float | None = None  # when that stage was last seen to end without a finished task
+        self.lines = 0  # meters finished (jobs followed)
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._base = self._values()
+        with SparkScanMeter._armed_lock:
+            for older in SparkScanMeter._armed:
+                if older.meter is None:  # not drawing: this one takes over
+                    older.close()
+            SparkScanMeter._armed = [m for m in SparkScanMeter._armed if not m.stop.is_set()] + [self]
+        metrics.on_task(self._task_done)
+        self.th = threading.Thread(target=self._run, daemon=True, name="colcep-spark-progress")
+        self.th.start()
+
+    def _values(self) -> tuple[int, int, int]:
+        m = self.metrics
+        return int(m.tasks), int(m.rows), int(m.matches)
+
+    def _counts(self) -> tuple[int, int, int]:
+        return tuple(v - b for v, b in zip(self._values(), self._base))
+
+    def _start(self) -> None:
+        self.meter = ScanProgress(self.what, self.total, display=self._display, stream=self._stream, delay=self._delay)
+
+    def _task_done(self) -> None:
+        """A task of this scan finished (PySpark's accumulator thread)."""
+        with self._lock:
+            if self.stop.is_set():
+                return
+            tasks, rows, matches = self._counts()
+            if self.meter is None:
+                self._start()
+            if tasks >= self.tasks:
+                self.meter.finish(rows, matches)
+                self.lines += 1
+                self.close()
+            else:
+                self.meter.update(rows, matches, detail=f"{tasks}/{self.tasks} tasks done")
+
+    def _run(self) -> None:
+        errors = 0
+        while not self.stop.wait(REDRAW_SECONDS):
+            try:
+                stages = [s for s in active_stages(self.sc.statusTracker()) if s.numTasks == self.tasks]
+            except Exception:  # noqa: BLE001 - a stopped context: nothing more to follow
+                errors += 1
+                if errors >= 10:
+                    self.close()
+                continue
+            errors = 0
+            with self._lock:
+                if self.stop.is_set():
+                    return
+                tasks, rows, matches = self._counts()
+                if self.meter is None and not stages:
+                    continue
+                if self.meter is None:
+                    self._start()
+                if stages:
+                    self._seen_stage, self._gone = True, None
+                elif not self._seen_stage:  # known by its finished tasks only (its stage has fewer tasks)
+                    continue
+                elif tasks == 0 and (self._gone is None or time.perf_counter() - self._gone < IDLE_SECONDS):
+                    # none of its tasks finished: the stage may have been another with as many tasks
+                    # (the shuffle before a match, another job); the line stays, for the next stage
+                    self._gone = self._gone or time.perf_counter()
+                    continue
+                else:  # the job ended before all the tasks ran: say so, wait for the next
+                    self.meter.finish(rows, matches, stopped=f"Spark job ended with {tasks}/{self.tasks} tasks done")
+                    self.lines += 1
+                    self.meter, self._base, self._seen_stage, self._gone = None, self._values(), False, None
+                    continue
+                running = sum(s.numActiveTasks for s in stages)
+                self.meter.update(rows, matches, detail=f"{tasks}/{self.tasks} tasks done, {running} running")
+
+    def close(self) -> None:
+        """Disarm: no more lines (a meter drawing stays as it is drawn)."""
+        self.stop.set()
+        try:
+            self.metrics.on_task(None)
+        except Exception:  # noqa: BLE001 - a stopped context
+            pass
+        with SparkScanMeter._armed_lock:
+            if self in SparkScanMeter._armed:
+                SparkScanMeter._armed.remove(self)
+
+
+def spark_scan_meter(progress: Any, df, sc, metrics, tasks: int, what: str,
+                     total: int | None = None) -> SparkScanMeter | None:
+    """A :class:`SparkScanMeter` for the DataFrame ``df`` when ``progress`` asks for one
+    (:func:`progress_wanted`), disarmed when ``df`` is dropped."""
+    import weakref
+
+    if not progress_wanted(progress):
+        return None
+    watch = SparkScanMeter(sc, metrics, tasks, what, total, display=notebook_display(),
+                           delay=QUIET_SECONDS if progress is None else 0.0)
+    weakref.finalize(df, watch.close)
+    return watch

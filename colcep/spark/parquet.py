@@ -16,6 +16,7 @@ from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 from colcep.errors import InputError
 from colcep.engine.keys import key_names
 from colcep.pattern import Pattern
+from colcep.progress import progress_wanted, spark_scan_meter
 from colcep.spark.batch import (_PANDAS_WARNING, ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
                                 _to_arrow, _warm_kernels, arrow_spec)
 from colcep.spark.session import DEFAULT_BATCH_ROWS, local_session
@@ -117,7 +118,8 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
                   seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
                   partitioning: str | None = "hive", batch_rows: int = DEFAULT_BATCH_ROWS,
-                  metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
+                  metrics: ScanMetrics | None = None, tier: str = "generic",
+                  progress: bool | None = None) -> "DataFrame":
     """Match Parquet data already laid out by key, read by the executors with pyarrow.
 
     The layout must keep every key in one place: Hive partitions on the key
@@ -129,6 +131,14 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
 
     Output and ``tier`` as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
     of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
+
+    ``progress``: a meter of the job that runs the returned DataFrame (its write, ``toPandas``,
+    ...): rows done of the input's (counted from the Parquet footers), rows/s, matches so far
+    and tasks done, as ``colcep.match`` draws it (a notebook's display, a line redrawn on a
+    terminal, a line every 10 s in a log), from Spark's status tracker and ``metrics`` (made
+    when not given); rows and matches count once a task has finished. None (default): on when
+    stderr is a terminal or this is a notebook; True: always; False: never. See
+    :class:`colcep.progress.SparkScanMeter`.
     """
     import pyarrow.dataset as ds
     from pyspark.sql import types as T
@@ -166,9 +176,24 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: Pattern, key
                         schema.field(key).type if key is not None else None, int(batch_rows), seq is None)
     n = max(1, min(len(groups), int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))))
     ids = spark.range(0, len(groups), 1, numPartitions=n)
+    watch = progress_wanted(progress)
+    if watch and metrics is None:
+        metrics = ScanMetrics(spark)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        return ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+        out = ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+    if watch:
+        spark_scan_meter(progress, out, spark.sparkContext, metrics, n, "colcep.spark.match_parquet",
+                         _count_rows(data))
+    return out
+
+
+def _count_rows(data) -> int | None:
+    """The dataset's rows from its Parquet footers (None when they cannot be read)."""
+    try:
+        return int(data.count_rows())
+    except Exception:  # noqa: BLE001 - only for the progress meter
+        return None
 
 
 def _filesystem(path: Any) -> tuple[Any, Any]:
