@@ -12,7 +12,9 @@ One module for the command line and the library:
   ``colcep.spark.match_parquet(..., progress=...)``): on a terminal one line redrawn in place on
   stderr, in a log a line every ``LOG_SECONDS``, in a notebook an updating display (IPython's
   display handle); :func:`scan_progress` makes one from a ``progress=`` argument;
-- :class:`SparkWatch`: polls a Spark job's status tracker and the scan's accumulators for a meter.
+- :class:`SparkWatch`: polls Spark's status tracker and a scan's accumulators for the CLI's meter
+  while an action runs; :class:`SparkScanMeter`: the same for a library call's lazy DataFrame,
+  armed until the job that runs it.
 
 Nothing here imports the rest of colcep (the engine and the CLI both import it), nor IPython or
 pyspark unless they are already in use.
@@ -410,7 +412,9 @@ class SparkScanMeter:
     last line is drawn when the last task's values arrive (``ScanMetrics.on_task``: before the
     action returns), after which the meter is done. A job that ends before all the tasks ran (a
     ``show`` or ``limit``, a failure, Ctrl-C: PySpark cancels the jobs) gets a line saying so and
-    the meter waits for the next. ``close`` disarms it (the DataFrame was dropped; a later scan
+    the meter waits for the next; when none of its tasks had finished, the stage may have been
+    another with as many tasks (the shuffle's map side before ``match``'s matching stage), so the
+    line stays for the next stage and says so only after ``IDLE_SECONDS``. ``close`` disarms it (the DataFrame was dropped; a later scan
     with progress takes over a meter whose job has not started)."""
 
     _armed: "list[SparkScanMeter]" = []  # meters waiting for their job (one per process)

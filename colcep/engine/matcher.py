@@ -95,6 +95,11 @@ class Matcher:
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
+
+    ``on_progress`` (an attribute, None by default): a callable ``(rows_done, matches_so_far)``
+    that ``process`` and ``close`` call between kernel calls (and, with threads, every 50 ms
+    while they run), in the calling thread; it should return at once when it has nothing to
+    draw. ``colcep.match(..., progress=...)`` sets it to its meter.
     """
 
     def __init__(self, pattern: "Pattern | CompiledPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
