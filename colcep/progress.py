@@ -432,10 +432,11 @@ class SparkScanMeter:
         self._lock = threading.Lock()
         self._base = self._values()
         with SparkScanMeter._armed_lock:
-            for older in SparkScanMeter._armed:
-                if older.meter is None:  # not drawing: this one takes over
-                    older.close()
-            SparkScanMeter._armed = [m for m in SparkScanMeter._armed if not m.stop.is_set()] + [self]
+            idle = [m for m in SparkScanMeter._armed if m.meter is None]  # not drawing: this one takes over
+        for older in idle:
+            older.close()
+        with SparkScanMeter._armed_lock:
+            SparkScanMeter._armed.append(self)
         metrics.on_task(self._task_done)
         self.th = threading.Thread(target=self._run, daemon=True, name="colcep-spark-progress")
         self.th.start()

@@ -285,3 +285,108 @@ def test_ctrl_c_stops_the_scan_and_finishes_the_meter_line():
     assert float(took.split()[1]) < 4.0, stdout
     assert err.startswith("\r[") and err.endswith("\n") and err.count("\n") == 1, err  # drawn, then finished
     assert re.search(r"colcep\.match: interrupted after \d+ of 80 rows \(\d+\.\d s\), 0 matches so far\n$", err), err
+
+
+# ----------------------------------------------------------------------------- a lazy Spark scan's meter
+class FakeStage:
+    def __init__(self, stage_id, tasks, done=0, running=0):
+        self.stageId, self.numTasks, self.numCompletedTasks, self.numActiveTasks = stage_id, tasks, done, running
+
+
+class FakeSpark:
+    """A SparkContext's status tracker and a ScanMetrics, driven by the test."""
+
+    def __init__(self):
+        self.stages = []
+        self.tasks = self.rows = self.matches = 0
+        self.listener = None
+
+    # SparkContext
+    def statusTracker(self):
+        return self
+
+    def getActiveStageIds(self):
+        return [s.stageId for s in self.stages]
+
+    def getStageInfo(self, sid):
+        return next((s for s in self.stages if s.stageId == sid), None)
+
+    # ScanMetrics
+    def on_task(self, callback):
+        self.listener = callback
+
+    def finish_task(self, rows, matches):
+        self.tasks, self.rows, self.matches = self.tasks + 1, self.rows + rows, self.matches + matches
+        self.listener()
+
+
+def wait_for(cond, seconds=5.0):
+    import time
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < seconds, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_lazy_spark_scans_meter_follows_its_job(monkeypatch):
+    monkeypatch.setattr(prog, "REDRAW_SECONDS", 0.01)
+    monkeypatch.setattr(prog, "IDLE_SECONDS", 0.3)
+    sp, tty = FakeSpark(), Tty()
+    sp.tasks = 5  # the user's metrics, already used by an earlier job: counted from here
+    w = prog.SparkScanMeter(sp, sp, 3, "colcep.spark.match_parquet", 300, stream=tty)
+    try:
+        assert w.meter is None and sp.listener is not None
+        # another job's stage with as many tasks and none of ours finished: drawn, but no line ends
+        sp.stages = [FakeStage(1, 3, running=2)]
+        wait_for(lambda: "0/3 tasks done, 2 running" in tty.getvalue())
+        sp.stages = []
+        wait_for(lambda: w.meter is not None and w._gone is not None)
+        sp.stages = [FakeStage(2, 3, running=3)]  # the scan's own stage: the same line goes on
+        wait_for(lambda: w._gone is None)
+        assert "\n" not in tty.getvalue()
+        sp.finish_task(100, 7)
+        wait_for(lambda: "33.3% 100/300 rows" in tty.getvalue() and "7 matches so far (1/3 tasks done" in tty.getvalue())
+        # the job ends early (a show(), Ctrl-C): a line says so, and the meter waits for the next job
+        sp.stages = []
+        wait_for(lambda: "\n" in tty.getvalue())
+        assert final_line(tty.getvalue()).endswith(
+            "colcep.spark.match_parquet: Spark job ended with 1/3 tasks done after 100 of 300 rows ("
+            + final_line(tty.getvalue()).split(" rows (")[1])
+        assert "), 7 matches so far" in final_line(tty.getvalue()) and w.meter is None and not w.stop.is_set()
+        # the next job runs all three tasks: counted from its start; the last line as the last task ends
+        sp.stages = [FakeStage(3, 3, running=2)]
+        wait_for(lambda: w.meter is not None)
+        for _ in range(3):
+            sp.finish_task(100, 2)
+        assert w.stop.is_set() and sp.listener is None  # done: disarmed at once, before the action returns
+        assert re.search(r"colcep\.spark\.match_parquet: matched 300 rows in \d+\.\d s \([\d,]+ rows/s\): 6 matches\n$",
+                         tty.getvalue()), tty.getvalue()
+        assert tty.getvalue().count("\n") == 2 and w.lines == 2
+    finally:
+        w.close()
+    w.th.join(2)
+    assert not w.th.is_alive()
+
+
+def test_a_later_spark_scan_takes_over_an_idle_meter_and_a_dropped_frame_disarms(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(prog, "REDRAW_SECONDS", 0.01)
+    monkeypatch.setattr(prog, "notebook_display", lambda: None)
+    monkeypatch.setattr(prog, "stderr_is_terminal", lambda: True)
+    a, b = FakeSpark(), FakeSpark()
+
+    class Frame:  # a DataFrame stand-in
+        pass
+
+    fa, fb = Frame(), Frame()
+    wa = prog.spark_scan_meter(None, fa, a, a, 2, "colcep.spark.match")
+    assert prog.spark_scan_meter(False, fb, b, b, 2, "colcep.spark.match") is None
+    wb = prog.spark_scan_meter(True, fb, b, b, 2, "colcep.spark.match")
+    assert wa.stop.is_set() and a.listener is None and not wb.stop.is_set()  # a's job had not started
+    del fb
+    gc.collect()
+    assert wb.stop.is_set() and b.listener is None
+    for w in (wa, wb):
+        w.th.join(2)
+        assert not w.th.is_alive()
