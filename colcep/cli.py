@@ -48,6 +48,9 @@ from colcep.cache import kernels_cold
 from colcep.errors import ColcepError, InputError
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
+from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
+from colcep.progress import duration as _duration
+from colcep.progress import num as _num
 
 #: Inputs up to this many rows scan faster in-process than on a local Spark session.
 IN_PROCESS_HINT_ROWS = 20_000_000
@@ -115,24 +118,6 @@ def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _num(n: float) -> str:
-    return f"{n:,.0f}"
-
-
-def _duration(seconds: float) -> str:
-    """A span in words: ``850 ms``, ``12.5 s``, ``33.3 min``, ``5.2 h``, ``3.1 days``."""
-    s = abs(seconds)
-    if s < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if s < 120:
-        return f"{seconds:.1f} s"
-    if s < 7200:
-        return f"{seconds / 60:.1f} min"
-    if s < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
@@ -198,85 +183,6 @@ def format_summary(s: dict[str, Any]) -> str:
     if s.get("hint"):
         lines.append(f"  hint      {s['hint']}")
     return "\n".join(lines)
-
-
-# ============================================================================ talking while working
-class Reporter:
-    """What a long command is doing, on stderr: ``step`` lines (``[ 12.3 s] starting local
-    Spark ...``) and a progress ``meter``, redrawn in place on a terminal (at most twice a
-    second) and written as a line every ``log_interval`` seconds otherwise (logs, CI).
-    ``quiet`` silences both; ``meter=False`` keeps the steps only."""
-
-    def __init__(self, quiet: bool = False, meter: bool = True, stream=None, log_interval: float = 10.0):
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.quiet, self.meter_on = quiet, meter and not quiet
-        self.interval = 0.5 if self.tty else log_interval
-        self.t0 = time.perf_counter()
-        self._last = -1e9
-        self._width = 0
-        self._lock = threading.Lock()
-
-    def _stamp(self) -> str:
-        return f"[{time.perf_counter() - self.t0:6.1f} s]"
-
-    def _clear(self) -> None:
-        if self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self._width = 0
-
-    def step(self, msg: str) -> None:
-        if self.quiet:
-            return
-        with self._lock:
-            self._clear()
-            self.stream.write(f"{self._stamp()} {msg}\n")
-            self.stream.flush()
-            self._last = time.perf_counter()
-
-    def meter(self, msg: str, force: bool = False) -> None:
-        if not self.meter_on:
-            return
-        with self._lock:
-            now = time.perf_counter()
-            if not force and now - self._last < self.interval:
-                return
-            self._last = now
-            if self.tty:
-                line = f"{self._stamp()}   {msg}"
-                self.stream.write("\r" + line.ljust(self._width))
-                self._width = len(line)
-            else:
-                self.stream.write(f"{self._stamp()}   {msg}\n")
-            self.stream.flush()
-
-    def done(self) -> None:
-        with self._lock:
-            self._clear()
-            self.stream.flush()
-
-    @contextlib.contextmanager
-    def ticking(self, what: str, expected: float | None = None) -> Iterator[None]:
-        """Meter ``what: 12 s (of ~2 min)`` while the block runs (a background thread)."""
-        stop = threading.Event()
-        t0 = time.perf_counter()
-
-        def tick():
-            while not stop.wait(0.5):
-                el = time.perf_counter() - t0
-                of = (f" of ~{expected / 60:.0f} min" if expected >= 60 else f" of ~{expected:.0f} s") if expected else ""
-                self.meter(f"{what}: {el:.0f} s{of} ...")
-
-        th = threading.Thread(target=tick, daemon=True)
-        if self.meter_on:
-            th.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            if th.is_alive():
-                th.join()
-            self.done()
 
 
 def _with_kernels(rep: Reporter, build: Callable[[], Any]) -> tuple[Any, float]:
@@ -523,17 +429,14 @@ def _scan_in_process(job: ScanJob, data, seq: str | None, out_dir: Path,
             for t in stream.feed(tbl.slice(off, step)):
                 writer.write_table(t)
             done = min(off + step, n)
-            el = time.perf_counter() - t_scan
-            rep.meter(f"matching: {100.0 * done / max(n, 1):5.1f}% {_num(done)}/{_num(n)} rows, "
-                      f"{_num(done / max(el, 1e-9))} rows/s, {_num(stream.matches)} matches so far")
+            rep.meter("matching: " + scan_meter_text(done, n, time.perf_counter() - t_scan, stream.matches))
         for t in stream.finish():
             writer.write_table(t)
     finally:
         writer.close()
         rep.done()
     el = time.perf_counter() - t_scan
-    rep.step(f"matched {_num(n)} rows in {el:.1f} s ({_num(n / max(el, 1e-9))} rows/s): "
-             f"{_num(stream.matches)} matches")
+    rep.step(scan_done_text(n, el, stream.matches))
     return n, f"in-process (Arrow batches of {_num(step)} rows)", {"kernels": t_kernels,
                                                                   "scan": time.perf_counter() - t0}, None
 
@@ -630,45 +533,6 @@ def _count_rows(data, fmt: str) -> int | None:
         return None
 
 
-class _SparkWatch:
-    """Polls Spark's status tracker and the scan's accumulators while a job runs, for the meter."""
-
-    def __init__(self, spark, metrics, total: int | None, rep: Reporter):
-        self.sc, self.metrics, self.total, self.rep = spark.sparkContext, metrics, total, rep
-        self.stop = threading.Event()
-        self.t0 = time.perf_counter()
-        self.th = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        if self.rep.meter_on:
-            self.th.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        if self.th.is_alive():
-            self.th.join()
-        self.rep.done()
-
-    def _run(self):
-        tracker = self.sc.statusTracker()
-        while not self.stop.wait(0.5):
-            try:
-                stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-                stages = [s for s in stages if s is not None]
-                rows, matches = int(self.metrics.rows), int(self.metrics.matches)
-            except Exception:  # noqa: BLE001 - the meter is best effort
-                continue
-            el = time.perf_counter() - self.t0
-            tasks = ", ".join(f"stage {s.stageId}: {s.numCompletedTasks}/{s.numTasks} tasks done, "
-                              f"{s.numActiveTasks} running" for s in stages) or "between stages"
-            of = f"/{_num(self.total)}" if self.total else ""
-            pct = f"{100.0 * rows / self.total:.0f}% = " if self.total else ""
-            rate = f", {_num(rows / max(el, 1e-9))} rows/s" if rows else ""
-            self.rep.meter(f"Spark {tasks} ({el:.0f} s); finished tasks matched {pct}{_num(rows)}{of} rows{rate}, "
-                           f"{_num(matches)} matches so far")
-
-
 def _partitions(job: ScanJob, spark, rows: int | None) -> tuple[int, str]:
     """The scan's partition count and why: --partitions, else from the data and the cluster
     (``colcep.spark.default_partitions``), never Spark's default of 200 shuffle partitions."""
@@ -714,7 +578,8 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
             rep.step("planning the file groups (Parquet laid out by key) ...")
             out = match_parquet(job.inputs[0], job.pattern, job.key, job.time, job.columns, spark=spark, seq=seq,
                                 timeouts=job.timeouts, num_partitions=parts, metrics=metrics,
-                                batch_rows=job.batch_rows or 500_000, **_spec_kwargs(job))
+                                batch_rows=job.batch_rows or 500_000, progress=False,  # the CLI draws its own
+                                **_spec_kwargs(job))
             how = "Parquet read by the executors with pyarrow"
         else:
             rep.step(f"reading the input's schema ({'Parquet' if fmt == 'parquet' else 'CSV'}, a Spark job) ...")
@@ -730,7 +595,7 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
             rep.step("checking the key and time columns for nulls (a Spark job) ...")
             with _SparkWatch(spark, metrics, None, rep):
                 out = match(df, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
-                            num_partitions=parts, metrics=metrics, **_spec_kwargs(job))
+                            num_partitions=parts, metrics=metrics, progress=False, **_spec_kwargs(job))
             how = "mapInArrow"
         rep.step(f"matching {_num(total) + ' rows' if total else 'the input'} on Spark {master} "
                  f"({parts} partitions) and writing the matches ...")
@@ -738,8 +603,7 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
             out.write.mode("overwrite").parquet(str(out_dir))
         t_scan = time.perf_counter() - t1
         rows = int(metrics.rows)
-        rep.step(f"matched {_num(rows)} rows in {t_scan:.1f} s ({_num(rows / max(t_scan, 1e-9))} rows/s): "
-                 f"{_num(metrics.matches)} matches")
+        rep.step(scan_done_text(rows, t_scan, metrics.matches))
         sc = spark.sparkContext
         batch = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
         engine = (f"Spark {sc.master} ({how}, {parts} partitions, Arrow batches of {_num(int(batch))} rows; "

@@ -399,6 +399,49 @@ def test_match_parquet_many_keys(spark, tmp_path):
 
 
 @spark_only
+def test_progress_of_spark_scans(spark, tmp_path, capsys, monkeypatch):
+    """``progress=`` on match_parquet and match: the meter follows the job that runs the lazy
+    DataFrame, its last line drawn (from the last task's accumulators) before the action returns;
+    off by default without a terminal; the output is the same."""
+    import io
+    import re
+
+    from colcep import progress as prog
+    from colcep.spark import ScanMetrics, match, match_parquet
+
+    write_ticks(tmp_path / "hive", 6000, 6, 8, partition_by_key=True)
+    pattern = get_example("three_rising").pattern
+    want = colcep.match(make_ticks(6000, 6, 8), pattern, key="name", time="ts", columns=["price"])
+    n = len(np.unique(want.column("match_id").to_numpy()))
+    args = (str(tmp_path / "hive"), pattern, "name", "ts", ["price"])
+    got = match_parquet(*args, spark=spark, seq="id", num_partitions=3, progress=True).toArrow()
+    err = capsys.readouterr().err  # the last line is there as soon as the action has returned
+    assert canon(got) == canon(want)
+    assert re.fullmatch(r"\[ *\d+\.\d s\] colcep\.spark\.match_parquet: matched 6,000 rows in \d+\.\d s "
+                        rf"\([\d,]+ rows/s\): {n:,} matches\n", err.splitlines(keepends=True)[-1]), err
+    assert all("colcep.spark.match_parquet: " in ln for ln in err.splitlines()), err
+    quiet = match_parquet(*args, spark=spark, seq="id", num_partitions=3)  # the default: no terminal here
+    assert canon(quiet.toArrow()) == canon(want) and capsys.readouterr().err == ""
+    # on a terminal: one line redrawn (tasks done so far), then the last line; the user's metrics filled in
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(prog, "REDRAW_SECONDS", 0.05)
+    metrics = ScanMetrics(spark)
+    df = spark.createDataFrame(make_ticks(6000, 6, 8))
+    got = match(df, pattern, "name", "ts", ["price"], seq="id", num_partitions=2, metrics=metrics,
+                progress=True).toArrow()
+    assert canon(got) == canon(want) and int(metrics.tasks) == 2 and int(metrics.rows) == 6000
+    out = tty.getvalue()
+    assert out.endswith(f"colcep.spark.match: matched 6,000 rows in {out.rsplit(' in ', 1)[1].split(' s ')[0]} s "
+                        f"({out.rsplit('(', 1)[1].split(' rows/s')[0]} rows/s): {n:,} matches\n"), out
+    assert out.count("\n") == 1 and "tasks done" in out and "\r" in out, out
+
+
+@spark_only
 def test_cli_scan_on_spark(spark, tmp_path, capsys):
     from colcep.cli import main
 

@@ -30,14 +30,15 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def _result(fut: Future) -> Any:
+def _result(fut: Future, tick: Callable[[], None] | None = None) -> Any:
     """``fut.result()``, waited for in short timed waits: each returns to Python, which then
-    runs any pending signal handler (Ctrl-C)."""
+    runs any pending signal handler (Ctrl-C), and ``tick()`` when given (a progress meter)."""
     while True:
         try:
             return fut.result(timeout=POLL_SECONDS)
         except TimeoutError:
-            continue
+            if tick is not None:
+                tick()
 
 
 def new_stop_flag() -> np.ndarray:
@@ -72,16 +73,24 @@ def _shard_pool(n: int) -> ThreadPoolExecutor:
         return _SHARD_POOL
 
 
-def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = True) -> list:
+def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = True,
+             tick: Callable[[], None] | None = None) -> list:
     """``[fn() for fn in fns]``, at once on a pool of threads when ``parallel`` (else one after
     another through :func:`call`). On Ctrl-C, or when one raises, ``stop[0]`` is set so the
-    others end at their next event; waits up to ``GRACE_SECONDS`` for them and re-raises."""
+    others end at their next event; waits up to ``GRACE_SECONDS`` for them and re-raises.
+    ``tick()`` runs in the waiting thread every ``POLL_SECONDS`` while they run at once (and
+    after each when one after another): a progress meter reads their counters there."""
     if not parallel or len(fns) < 2:
-        return [call(fn, stop=stop) for fn in fns]
+        out = []
+        for fn in fns:
+            out.append(call(fn, stop=stop))
+            if tick is not None:
+                tick()
+        return out
     pool = _shard_pool(len(fns))
     futs = [pool.submit(fn) for fn in fns]
     try:
-        return [_result(fut) for fut in futs]
+        return [_result(fut, tick) for fut in futs]
     except BaseException:
         stop[0] = 1
         wait(futs, timeout=GRACE_SECONDS)

@@ -15,7 +15,7 @@ match still refers to their rows. With ``threads`` > 1 the keys are spread over 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,7 @@ from colcep.kernels.codes import NO_TICK, OK, TIME_MAX
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
 from colcep.engine.keys import key_names, normalize_key
 from colcep.pattern import KeyedPattern, Pattern, with_key
+from colcep.progress import scan_progress, scanning
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import DEFAULT_TIER, Tier, check_tier
@@ -99,6 +100,11 @@ class Matcher:
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
+
+    ``on_progress`` (an attribute, None by default): a callable ``(rows_done, matches_so_far)``
+    that ``process`` and ``close`` call between kernel calls (and, with threads, every 50 ms
+    while they run), in the calling thread; it should return at once when it has nothing to
+    draw. ``colcep.match(..., progress=...)`` sets it to its meter.
     """
 
     def __init__(self, pattern: "Pattern | CompiledPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
@@ -144,6 +150,9 @@ class Matcher:
         self._closed = False
         self._failed: BaseException | None = None
         self._unit_checked = False
+        # a progress meter: called as (rows done, matches so far) between kernel calls, from the
+        # thread that called process / close (colcep.match sets it; it must be cheap when not due)
+        self.on_progress: Callable[[int, int], None] | None = None
 
     # ------------------------------------------------------------------ public API
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
@@ -382,10 +391,13 @@ class Matcher:
             # (pooled) output arrays.
             nm = ne = 0
             chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
+            report = self.on_progress
             for lo in range(0, max(n, 1), chunk):
                 hi = min(n, lo + chunk)
                 nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi], cols[:, lo:hi],
                                       start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK, nm, ne)
+                if report is not None:
+                    report(row0 + hi, st.matches_out + nm)
             m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
             events = self._in_emission_order(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1],
                                              e_row[:ne], e_stage[:ne], row0, row0 + n)
@@ -477,6 +489,13 @@ class Matcher:
         opts = partial(prog.options, self._bound.window, self.timeouts, self.max_partial_matches)
         stop = interrupt.new_stop_flag()
         cache.notice_compile()
+        report, done, tick = self.on_progress, None, None
+        if report is not None:  # each shard counts its rows and matches, the waiting thread reports them
+            done = np.zeros((T, 2), np.int64)
+            base = st.matches_out
+
+            def tick() -> None:
+                report(row0 + int(done[:, 0].sum()), base + int(done[:, 1].sum()))
         calls = []
         for s, sh in enumerate(st.shards):
             k = shd.n_local(n_keys, s, T)
@@ -484,8 +503,10 @@ class Matcher:
             calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
                                  max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
                                  max(1024, max_nodes - (sum(live) - live[s])), row0, ts, masks, cols, start_mask,
-                                 kernel=self._tier.run_batch))
-        results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS)
+                                 kernel=self._tier.run_batch, done=done))
+        results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS, tick=tick)
+        if tick is not None:
+            tick()
         failed = [(res[3], int(res[3][1]) * T + s) for s, res in enumerate(results) if res[3][0] != OK]
         if failed:  # a bound exceeded names its key (the first in key order); else an interrupt
             bounds = [f for f in failed if f[0][0] != knfa.ERR_INTERRUPTED]
@@ -632,13 +653,19 @@ def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str
           columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
           max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None,
-          tier: str = DEFAULT_TIER) -> pa.Table:
+          tier: str = DEFAULT_TIER, progress: bool | None = None) -> pa.Table:
     """One-shot matching over a whole table (or an iterable of batches, already in time
     order per key). A table is stably sorted by time first when it is not in order, so ties
     keep their input order. Row positions in the output refer to the input as given.
     ``threads``: keys are spread over this many threads, None (default): all cores; a table
     below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number.
-    ``pattern`` may be a front-end's query with its key (``colcep.sase(...)``)."""
+    ``pattern`` may be a front-end's query with its key (``colcep.sase(...)``).
+
+    ``progress``: a meter of rows done (of the total, when known), rows/s and matches so far,
+    updated between kernel calls at most twice a second: in a notebook an output updated in
+    place, on a terminal one line redrawn on stderr, elsewhere (a log) a line every 10 s, and a
+    last line when the scan ends or is interrupted. None (default): on when stderr is a
+    terminal or this is a notebook; True: always; False: never. The output is the same."""
     pattern, key = with_key(pattern, key)
     threads = shd.resolve_threads(threads)
     is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
@@ -650,15 +677,30 @@ def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str
     m = Matcher(pattern, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
                 max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads,
                 tier=tier)
-    if is_table:
-        tbl = data
-        if time in tbl.column_names and not _is_sorted(tbl, time, key):
-            return _match_unsorted(m, tbl, time)
-        parts = [m.process(tbl)]
-    else:
-        parts = [m.process(b) for b in data]
-    parts.append(m.close())
-    return pa.concat_tables(parts)
+    meter = scan_progress(progress, "colcep.match", data.num_rows if is_table else _total_rows(data))
+    if meter is not None:
+        m.on_progress = meter.update
+    with scanning(meter, lambda: (m.rows_received, m.matches_emitted)):
+        if is_table:
+            tbl = data
+            if time in tbl.column_names and not _is_sorted(tbl, time, key):
+                return _match_unsorted(m, tbl, time)
+            parts = [m.process(tbl)]
+        else:
+            parts = []
+            for b in data:
+                parts.append(m.process(b))
+                if meter is not None:
+                    meter.update(m.rows_received, m.matches_emitted)
+        parts.append(m.close())
+        return pa.concat_tables(parts)
+
+
+def _total_rows(data: Any) -> int | None:
+    """The rows of a list or tuple of batches (None for any other iterable: it is read once)."""
+    if isinstance(data, (list, tuple)) and all(hasattr(b, "num_rows") for b in data):
+        return sum(int(b.num_rows) for b in data)
+    return None
 
 
 def _is_sorted(tbl: pa.Table, time: str, key: Any) -> bool:

@@ -147,13 +147,15 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
               tables: tuple, opts: Callable[[int, int], tuple], tick_ts: int, stop: np.ndarray, max_nodes: int,
               row0: int,
               ts: np.ndarray, masks: np.ndarray, cols: np.ndarray, start_mask: np.ndarray,
-              kernel: Callable[[tuple], Callable]) -> tuple:
+              kernel: Callable[[tuple], Callable], done: np.ndarray | None = None) -> tuple:
     """The kernel over shard ``s``'s rows of the batch (key ``codes``), ``tick_ts`` with the
     last call, in calls of ``chunk`` of its rows; runs on a worker thread. Updates ``shard`` and
     returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
     caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
     picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.engine.specialise``).
-    ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``)."""
+    ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``).
+    ``done`` (a progress meter's counters): after each call, ``done[s]`` = (rows of the shard
+    done, matches found), read by the waiting thread."""
     nm = ne = 0
     status = np.zeros(3, np.int64)
     key = np.arange(codes.max() + 1 if codes.shape[0] else 0, dtype=np.int64)  # key code -> shard, local code
@@ -177,6 +179,8 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
         if status[0] != OK:
             stop[0] = 1  # the batch fails: the other shards need not finish it
             return out, nm, ne, status
+        if done is not None:
+            done[s, 0], done[s, 1] = hi, nm
     return out, nm, ne, status
 
 

@@ -22,9 +22,10 @@ pyspark is imported lazily: ``import colcep`` never needs it.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +37,7 @@ from colcep.expr import Expr
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
+from colcep.progress import progress_wanted, spark_scan_meter
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import check_tier
@@ -325,6 +327,43 @@ class ScanMetrics:
     def as_dict(self) -> dict[str, float]:
         return {f: getattr(self, f) for f in self._FIELDS}
 
+    def on_task(self, callback: "Callable[[], None] | None") -> None:
+        """Call ``callback()`` on the driver each time a task's values have been added (on
+        PySpark's accumulator thread, before Spark counts the task finished: the last task's
+        call comes before the action returns); None removes it. A task sends all of its
+        accumulators in one message, in the order this object made them, so the hook sits on
+        the last one: the task's rows and matches are in when it runs."""
+        acc = self.__dict__["_" + self._FIELDS[-1]]
+        listened = _listened()
+        if callback is None:
+            if isinstance(acc, listened):
+                acc.__class__ = listened.__mro__[1]
+                acc.__dict__.pop("_listener", None)
+            return
+        if not isinstance(acc, listened):
+            acc.__class__ = listened
+        acc._listener = callback
+
+
+@functools.lru_cache(maxsize=None)
+def _listened():
+    """A driver-side accumulator class that calls ``_listener()`` after each update (pickled to
+    the executors as a plain accumulator: ``Accumulator.__reduce__``); pyspark is imported on
+    first use."""
+    from pyspark.accumulators import Accumulator
+
+    class Listened(Accumulator):
+        def add(self, term):
+            super().add(term)
+            listener = self.__dict__.get("_listener")
+            if listener is not None and not self._deserialized:
+                try:
+                    listener()
+                except Exception:  # noqa: BLE001 - a progress meter never fails the job
+                    pass
+
+    return Listened
+
 
 class _TaskMatcher:
     """The function given to ``mapInArrow``: one KeyedStream per task (partition)."""
@@ -495,7 +534,7 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
           columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
           time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           num_partitions: int | None = None, check_nulls: bool = True,
-          metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
+          metrics: ScanMetrics | None = None, tier: str = "generic", progress: bool | None = None) -> "DataFrame":
     """Find ``pattern`` in a Spark DataFrame, per ``key``, in ``time`` order; returns a lazy
     DataFrame of matches (one row per matched event).
 
@@ -520,6 +559,11 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
     tier: every task's kernel tier (:class:`colcep.Matcher`): ``"auto"`` or ``"specialised"``
         compile the pattern's kernel once per executor machine (~35 s of CPU, then Numba's disk
         cache), worth it for long scans of one pattern.
+    progress: a meter of the job that runs the returned DataFrame, from Spark's status tracker
+        and ``metrics`` (made when not given): its matching stage's tasks, the rows and matches
+        of the finished ones, rows/s (no total: counting the input would be a job of its own).
+        None (default): on when stderr is a terminal or this is a notebook; True / False.
+        As :func:`match_parquet`; see :class:`colcep.progress.SparkScanMeter`.
 
     Arrow batch size is the session's ``spark.sql.execution.arrow.maxRecordsPerBatch``
     (read when the job runs); any size works, large ones (>= 100 000) are faster.
@@ -551,13 +595,20 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
                  in_schema, _to_arrow(spark, out_struct), check_tier(tier))
     _validate_pattern(spec)
     if key is None:
+        n = 1
         parts = proj.repartition(1).sortWithinPartitions(time, row)
     else:
         n = int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))
         if n < 1:
             raise InputError(f"num_partitions must be positive, got {n}")
         parts = proj.repartition(n, *keys).sortWithinPartitions(*keys, time, row)
-    return parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
+    watch = progress_wanted(progress)
+    if watch and metrics is None:
+        metrics = ScanMetrics(spark)
+    out = parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
+    if watch:  # the matching stage has the n tasks of the repartition (which adaptive execution keeps)
+        spark_scan_meter(progress, out, spark.sparkContext, metrics, n, "colcep.spark.match")
+    return out
 
 
 def _check_nulls(df: "DataFrame", roles: dict[str, str]) -> None:

@@ -15,6 +15,7 @@ from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 from colcep.errors import InputError
 from colcep.engine.keys import key_names
 from colcep.pattern import KeyedPattern, Pattern, with_key
+from colcep.progress import progress_wanted, spark_scan_meter
 from colcep.spark.batch import (ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
                                 _to_arrow, _warm_kernels, arrow_spec)
 from colcep.spark.session import DEFAULT_BATCH_ROWS, local_session
@@ -232,7 +233,8 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | K
                   seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
                   partitioning: str | None = "hive", batch_rows: int = DEFAULT_BATCH_ROWS,
-                  metrics: ScanMetrics | None = None, tier: str = "generic") -> "DataFrame":
+                  metrics: ScanMetrics | None = None, tier: str = "generic",
+                  progress: bool | None = None) -> "DataFrame":
     """Match Parquet data already laid out by key, read by the executors with pyarrow.
 
     The layout must keep every key in one place: files that each hold whole keys (checked on
@@ -246,6 +248,14 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | K
 
     Output and ``tier`` as :func:`match`; ``row`` is ``seq`` when given, else ``group << 40 | position``
     of the row in its group's files (in path order), and match ids are ``group << 40 | n``.
+
+    ``progress``: a meter of the job that runs the returned DataFrame (its write, ``toPandas``,
+    ...): rows done of the input's (counted from the Parquet footers), rows/s, matches so far
+    and tasks done, as ``colcep.match`` draws it (a notebook's display, a line redrawn on a
+    terminal, a line every 10 s in a log), from Spark's status tracker and ``metrics`` (made
+    when not given); rows and matches count once a task has finished. None (default): on when
+    stderr is a terminal or this is a notebook; True: always; False: never. See
+    :class:`colcep.progress.SparkScanMeter`.
     """
     pattern, key = with_key(pattern, key)
     import pyarrow.dataset as ds
@@ -284,7 +294,22 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | K
                         schema.field(key).type if key is not None else None, int(batch_rows), seq is None)
     n = max(1, min(len(groups), int(num_partitions or int(spark.conf.get("spark.sql.shuffle.partitions")))))
     ids = spark.range(0, len(groups), 1, numPartitions=n)
-    return ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+    watch = progress_wanted(progress)
+    if watch and metrics is None:
+        metrics = ScanMetrics(spark)
+    out = ids.mapInArrow(_FileGroupMatcher(plan, metrics), out_struct)
+    if watch:
+        spark_scan_meter(progress, out, spark.sparkContext, metrics, n, "colcep.spark.match_parquet",
+                         _count_rows(data))
+    return out
+
+
+def _count_rows(data) -> int | None:
+    """The dataset's rows from its Parquet footers (None when they cannot be read)."""
+    try:
+        return int(data.count_rows())
+    except Exception:  # noqa: BLE001 - only for the progress meter
+        return None
 
 
 def _filesystem(path: Any) -> tuple[Any, Any]:
