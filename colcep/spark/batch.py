@@ -55,8 +55,21 @@ _RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")
 
 
 # ============================================================================ per task
+class CompiledOnce:
+    """For a frozen spec with a ``pattern``: its program, compiled once (on the driver, or once
+    per task) and reused by every Matcher of the task."""
+
+    @property
+    def program(self) -> CompiledPattern:
+        prog = self.__dict__.get("_program")
+        if prog is None:
+            prog = compile_program(self.pattern)
+            object.__setattr__(self, "_program", prog)
+        return prog
+
+
 @dataclass(frozen=True)
-class _Spec:
+class _Spec(CompiledOnce):
     """Everything a task needs, shipped to the executors as plain data."""
 
     pattern: Pattern
@@ -70,16 +83,6 @@ class _Spec:
     in_schema: pa.Schema  # Arrow schema of the rows a task receives
     out_schema: pa.Schema  # Arrow schema Spark expects back
     tier: str = "generic"  # the kernel tier of every task's Matcher
-
-    @property
-    def program(self) -> CompiledPattern:
-        """The compiled pattern, built once (on the driver, or once per task) and reused by
-        every Matcher of the task."""
-        prog = self.__dict__.get("_program")
-        if prog is None:
-            prog = compile_program(self.pattern)
-            object.__setattr__(self, "_program", prog)
-        return prog
 
     @property
     def key_columns(self) -> list[str]:

@@ -47,10 +47,9 @@ from colcep.errors import CapacityError, InputError
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
-from colcep.engine.program import CompiledPattern
-from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import check_tier
 from colcep.engine.watermark import time_values
+from colcep.spark.batch import CompiledOnce
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -71,7 +70,7 @@ _RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts", LATE)
 
 # ============================================================================ the per-key step
 @dataclass(frozen=True)
-class StreamSpec:
+class StreamSpec(CompiledOnce):
     """What each key's step needs, shipped to the executors as plain data."""
 
     pattern: Pattern
@@ -85,14 +84,6 @@ class StreamSpec:
     in_schema: pa.Schema         # the rows a step receives
     out_schema: pa.Schema        # the rows a step returns
     tier: str = "generic"        # the kernel tier (colcep.Matcher)
-
-    @property
-    def program(self) -> CompiledPattern:
-        prog = self.__dict__.get("_program")
-        if prog is None:
-            prog = compile_program(self.pattern)
-            object.__setattr__(self, "_program", prog)
-        return prog
 
     @property
     def row(self) -> str:
