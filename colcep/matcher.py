@@ -48,7 +48,6 @@ DEFAULT_TIME_UNIT = "ms"  # an integer time column's unit when time_unit is not 
 RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts")  # colcep's output columns
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
-CHUNK_ROWS_PER_RUN = 16  # ... and per carried run: a call loads and stores them all
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
 
@@ -504,11 +503,11 @@ class Matcher:
             # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
             # (in arrival order) those reads stay in the cache. Every call appends to the same
             # (pooled) output arrays.
-            # A call loads and stores every carried run: at least CHUNK_ROWS_PER_RUN rows a run.
+            # A call loads and stores every carried run: many runs make longer calls (shards.chunk_rows).
             nm = ne = 0
             lo = 0
             while lo < max(n, 1):
-                chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys, CHUNK_ROWS_PER_RUN * st.runs.state.shape[0])
+                chunk = shd.chunk_rows(max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys), st.runs.state.shape[0])
                 hi = min(n, lo + chunk)
                 nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi], cols[:, lo:hi],
                                       start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK, nm, ne)
