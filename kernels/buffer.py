@@ -7,7 +7,20 @@ run points at its last node and its match is the walk back to the root (Flink's
 ``extractPatterns`` over a single compatible path). ``ref`` counts the runs, held matches
 and child nodes pointing at a node; a node whose count drops to zero is released, with its
 parent, onto a free list and its slot is reused by the next allocation (the paper's object
-pool). ``meta`` holds ``[high_water, free_head, free_count]``.
+pool). ``meta`` holds ``[high_water, free_head, free_count, call_high, quarantine_head,
+quarantine_count, max_slots, 0]`` (``META_*``).
+
+A call that may have to be undone (``Matcher.process``: a failed call leaves the state as it
+was) opens with ``open_call``, which records the high water ``call_high``. Until
+``close_call``, a node below it that is freed is not put on the free list but in a quarantine
+(linked through ``ref`` as ``-2 - next``), so no slot of a node that was live when the call
+opened is written but its ``ref``: ``row``, ``stage`` and ``parent`` of every such node stay
+as they were. ``close_call`` (success) moves the quarantine onto the free list, in time
+proportional to what the call freed; ``undo_call`` (failure) recounts every ``ref`` below the
+high water from the roots the state had before the call and rebuilds the free list from the
+slots they do not reach (time proportional to the buffer, on failure only). Nothing is copied
+per call. ``max_slots`` (0: none) bounds ``reserve``: the old and the new arrays together,
+while it copies, never exceed it.
 
 Merged runs (SASE+'s merging of equivalent runs) make the forest a DAG: a JOIN node (stage
 ``JOIN``) stands for the union of two nodes' paths, ``parent`` the first and ``row`` the
@@ -18,24 +31,37 @@ paths; ``walk_paths`` enumerates them. The single-path walks (``extract``,
 import numpy as np
 from numba import njit
 
-META_HIGH, META_FREE, META_NFREE = 0, 1, 2
+META_HIGH, META_FREE, META_NFREE, META_CALL, META_QHEAD, META_QCOUNT, META_MAX = 0, 1, 2, 3, 4, 5, 6
+META_LEN = 8
 JOIN = -2  # the stage of a JOIN node
+NODE_BYTES = 8 + 4 + 8 + 4  # row, stage, parent, ref
+
+
+def new_meta():
+    """``meta`` of an empty buffer."""
+    return np.array([0, -1, 0, 0, -1, 0, 0, 0], np.int64)
 
 
 def new_buffer(capacity: int = 1024):
     """Empty node arrays: (row, stage, parent, ref, meta)."""
     return (np.zeros(capacity, np.int64), np.zeros(capacity, np.int32), np.full(capacity, -1, np.int64),
-            np.zeros(capacity, np.int32), np.array([0, -1, 0], np.int64))
+            np.zeros(capacity, np.int32), new_meta())
 
 
 @njit(cache=True, nogil=True)
 def reserve(n_row, n_stage, n_parent, n_ref, meta, needed):
-    """Grow the node arrays (doubling) so that ``needed`` more nodes can be allocated."""
+    """Grow the node arrays (doubling) so that ``needed`` more nodes can be allocated. Under
+    ``meta[META_MAX]`` (> 0) the old and new arrays together stay within that many slots: the
+    arrays grow less, or not at all (the caller sees too little room and fails the call)."""
     cap = n_row.shape[0]
     avail = cap - meta[META_HIGH] + meta[META_NFREE]
     if avail >= needed:
         return n_row, n_stage, n_parent, n_ref
     new_cap = max(2 * cap, cap + needed + 16)
+    if meta[META_MAX] > 0:
+        new_cap = min(new_cap, meta[META_MAX] - cap)
+        if new_cap - meta[META_HIGH] + meta[META_NFREE] < needed:
+            return n_row, n_stage, n_parent, n_ref
     r = np.zeros(new_cap, np.int64)
     s = np.zeros(new_cap, np.int32)
     p = np.full(new_cap, -1, np.int64)
@@ -78,6 +104,11 @@ def join(n_row, n_stage, n_parent, n_ref, meta, a, b):
 
 @njit(cache=True, nogil=True, inline="always")
 def _free(n_parent, n_ref, meta, node):
+    if node < meta[META_CALL]:  # live when the call opened: quarantined, parent kept
+        n_ref[node] = -2 - meta[META_QHEAD]
+        meta[META_QHEAD] = node
+        meta[META_QCOUNT] += 1
+        return
     n_parent[node] = meta[META_FREE]
     n_ref[node] = -1  # marks a free slot
     meta[META_FREE] = node
@@ -87,8 +118,9 @@ def _free(n_parent, n_ref, meta, node):
 @njit(cache=True, nogil=True)
 def release(n_row, n_stage, n_parent, n_ref, meta, node):
     """Drop one reference to ``node``; free it, and then its ancestors, when unreferenced.
-    A JOIN node's second side waits on a stack linked through the JOINs' ``parent`` fields
-    (no recursion: Numba does not cache recursive functions reliably)."""
+    A JOIN node's second side waits on a stack linked through the JOINs' ``ref`` fields
+    (``-2 - next``: no recursion, Numba does not cache recursive functions reliably; and the
+    JOIN's ``parent`` stays as it was, see ``open_call``)."""
     stack = -1
     while True:
         while node >= 0:
@@ -97,7 +129,7 @@ def release(n_row, n_stage, n_parent, n_ref, meta, node):
                 break
             parent = n_parent[node]
             if n_stage[node] == JOIN:
-                n_parent[node] = stack
+                n_ref[node] = -2 - stack
                 stack = node
             else:
                 _free(n_parent, n_ref, meta, node)
@@ -105,7 +137,7 @@ def release(n_row, n_stage, n_parent, n_ref, meta, node):
         if stack < 0:
             return
         j = stack
-        stack = n_parent[j]
+        stack = -2 - n_ref[j]
         node = n_row[j]
         _free(n_parent, n_ref, meta, j)
 
@@ -115,8 +147,9 @@ def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_
     """Every path ending at ``node`` (a JOIN's first side first): counted, or with ``write``
     appended as records ``m_off[nm]..m_off[nm + 1]`` of ``e_row`` / ``e_stage`` in arrival
     order. Returns ``(paths, events)``, or ``(nm, ne)`` after writing. ``walk`` is scratch
-    space for four times the buffer's capacity (a path's nodes, then the JOINs it passed);
-    a join-free path does not use it."""
+    space for twice the buffer's capacity (a path's nodes from the start, two slots for each
+    JOIN it passed from the end: a path's nodes and JOINs are distinct live nodes); a join-free
+    path does not use it."""
     length = 0
     x = node
     while x >= 0 and n_stage[x] != JOIN:
@@ -133,11 +166,11 @@ def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_
             x = n_parent[x]
         m_off[nm + 1] = ne + length
         return nm + 1, ne + length
-    half = walk.shape[0] // 2
+    top = walk.shape[0] - 2  # the JOIN passed d-th: walk[top - 2d] the node, walk[top - 2d + 1] = 2 * plen + side
     paths = 0
     events = 0
     plen = 0   # nodes of the current path, leaf first, at walk[:plen]
-    sp = 0     # JOINs passed: walk[half + 2d] the node, walk[half + 2d + 1] = 2 * plen + side
+    sp = 0     # JOINs passed
     cur = node
     while True:
         while cur >= 0 and n_stage[cur] != JOIN:
@@ -145,8 +178,8 @@ def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_
             plen += 1
             cur = n_parent[cur]
         if cur >= 0:
-            walk[half + 2 * sp] = cur
-            walk[half + 2 * sp + 1] = 2 * plen
+            walk[top - 2 * sp] = cur
+            walk[top - 2 * sp + 1] = 2 * plen
             sp += 1
             cur = n_parent[cur]
             continue
@@ -161,13 +194,13 @@ def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_
             ne += plen
             nm += 1
             m_off[nm] = ne
-        while sp > 0 and walk[half + 2 * sp - 1] & 1:
+        while sp > 0 and walk[top - 2 * sp + 3] & 1:
             sp -= 1
         if sp == 0:
             break
-        walk[half + 2 * sp - 1] += 1  # now the JOIN's second side
-        plen = walk[half + 2 * sp - 1] >> 1
-        cur = n_row[walk[half + 2 * sp - 2]]
+        walk[top - 2 * sp + 3] += 1  # now the JOIN's second side
+        plen = walk[top - 2 * sp + 3] >> 1
+        cur = n_row[walk[top - 2 * sp + 2]]
     if write:
         return nm, ne
     return paths, events
@@ -243,3 +276,80 @@ def min_live_row(n_row, n_stage, n_ref, high):
         if n_ref[i] >= 0 and n_stage[i] != JOIN and (m < 0 or n_row[i] < m):
             m = n_row[i]
     return m
+
+
+@njit(cache=True, nogil=True)
+def open_call(meta):
+    """Open a call that may be undone (see the module docstring): nodes live now are kept."""
+    if meta[META_CALL] == 0 and meta[META_QCOUNT] == 0:
+        meta[META_CALL] = meta[META_HIGH]
+        meta[META_QHEAD] = -1
+
+
+@njit(cache=True, nogil=True)
+def close_call(n_parent, n_ref, meta):
+    """The call succeeded: its quarantined slots join the free list (time: what it freed)."""
+    x = meta[META_QHEAD]
+    while x >= 0:
+        nxt = -2 - n_ref[x]
+        n_parent[x] = meta[META_FREE]
+        n_ref[x] = -1
+        meta[META_FREE] = x
+        x = nxt
+    meta[META_NFREE] += meta[META_QCOUNT]
+    meta[META_QHEAD] = -1
+    meta[META_QCOUNT] = 0
+    meta[META_CALL] = 0
+
+
+@njit(cache=True, nogil=True)
+def undo_call(n_row, n_stage, n_parent, n_ref, meta, roots):
+    """The call failed: back to the nodes live when it opened, which ``roots`` (the runs' and
+    held matches' nodes from before the call, -1 ignored) reach. Their ``row``, ``stage`` and
+    ``parent`` are as they were (see ``open_call``); ``ref`` is recounted, the high water
+    restored, and every other slot below it is free again (the free list rebuilt, lowest slot
+    first: which free slot later nodes take may differ, nothing else). Time: the high water."""
+    high = meta[META_CALL]
+    for i in range(high):
+        n_ref[i] = -1  # unreached, for now
+    stack = np.empty(16, np.int64)  # JOINs' second sides still to walk
+    sp = 0
+    for r in roots:
+        x = r
+        while True:
+            while x >= 0 and n_ref[x] == -1:
+                n_ref[x] = 0
+                if n_stage[x] == JOIN:
+                    if sp == stack.shape[0]:
+                        bigger = np.empty(2 * sp, np.int64)
+                        bigger[:sp] = stack
+                        stack = bigger
+                    stack[sp] = n_row[x]
+                    sp += 1
+                x = n_parent[x]
+            if sp == 0:
+                break
+            sp -= 1
+            x = stack[sp]
+    for r in roots:
+        if r >= 0:
+            n_ref[r] += 1
+    for i in range(high):
+        if n_ref[i] >= 0:
+            if n_parent[i] >= 0:
+                n_ref[n_parent[i]] += 1
+            if n_stage[i] == JOIN:
+                n_ref[n_row[i]] += 1
+    head = -1
+    nfree = 0
+    for i in range(high - 1, -1, -1):
+        if n_ref[i] < 0:
+            n_parent[i] = head
+            head = i
+            nfree += 1
+    meta[META_HIGH] = high
+    meta[META_FREE] = head
+    meta[META_NFREE] = nfree
+    meta[META_QHEAD] = -1
+    meta[META_QCOUNT] = 0
+    meta[META_CALL] = 0

@@ -564,7 +564,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
            np.full(2 * cap, -1, np.int64))
     Q = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64))
     E = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32), np.empty(cap, np.int64))
-    walk = np.empty(4 * n_row.shape[0] + 16 if merging else 16, np.int64)  # scratch: paths through JOINs
+    walk = np.empty(2 * n_row.shape[0] + 16 if merging else 16, np.int64)  # scratch: paths through JOINs
     S = (np.empty(max_push, np.int64), np.empty(max_edges, np.int32), np.empty(max_edges, np.int32),
          np.empty(max_edges, np.int32), np.empty(STACK, np.float64), np.zeros(prog[7].shape[0] + 1, np.uint8),
          np.full(prog[7].shape[0] + 1, -1, np.int64), walk)
@@ -644,8 +644,14 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 break
             if n_row.shape[0] - meta[0] + meta[2] < need:
                 n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
-                if merging and S[7].shape[0] < 4 * n_row.shape[0]:
-                    S = S[:7] + (np.empty(4 * n_row.shape[0] + 16, np.int64),)
+                if n_row.shape[0] - meta[0] + meta[2] < need:  # the bytes bound allows no more (buffer.reserve)
+                    status[0] = ERR_NODES
+                    status[1] = k
+                    status[2] = meta[0] - meta[2]
+                    break
+                if merging and S[7].shape[0] < 2 * n_row.shape[0]:
+                    S = S[:7] + (np.empty(0, np.int64),)  # (the old scratch goes before the new one comes)
+                    S = S[:7] + (np.empty(2 * n_row.shape[0] + 16, np.int64),)
             if need > cap or need > done[0].shape[0]:
                 cap = max(cap, 2 * need)
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(

@@ -22,6 +22,18 @@ GRACE_SECONDS = 1.0  # how long an interrupted call may take to notice its stop 
 POLL_SECONDS = 0.05  # how often the waiting main thread looks for a pending Ctrl-C
 
 
+_UNSETTLED: list[Future] = []  # kernels of failed calls that had not stopped when the call raised
+
+
+def settled(timeout: float = GRACE_SECONDS) -> bool:
+    """Have all kernels of failed calls stopped (waiting up to ``timeout`` for them)? A caller
+    undoing a failed call's changes in place needs them stopped."""
+    if _UNSETTLED:
+        wait(list(_UNSETTLED), timeout=timeout)
+        _UNSETTLED[:] = [f for f in _UNSETTLED if not f.done()]
+    return not _UNSETTLED
+
+
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _LOCK:
@@ -60,6 +72,8 @@ def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
             fut.result(timeout=GRACE_SECONDS)
         except BaseException:  # noqa: BLE001 - the interrupt is what the caller gets
             pass
+        if not fut.done():
+            _UNSETTLED.append(fut)
         raise
 
 
@@ -94,4 +108,5 @@ def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = Tr
     except BaseException:
         stop[0] = 1
         wait(futs, timeout=GRACE_SECONDS)
+        _UNSETTLED.extend(f for f in futs if not f.done())
         raise

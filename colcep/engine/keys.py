@@ -62,6 +62,20 @@ class KeyCodes:
         self.types: list[pa.DataType | None] = [None] * len(self.names)
         self._arrs: list[pa.Array] | None = None
 
+    def mark(self) -> tuple:
+        """What ``rollback`` goes back to (codes only grow: their number, and the types)."""
+        return len(self.values), self.types
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget the keys coded since ``mark()``."""
+        n, types = mark
+        for v in self.values[n:]:
+            del self.codes[v]
+        if len(self.values) > n:
+            del self.values[n:]
+            self._arrs = None
+        self.types = types
+
     def copy(self) -> "KeyCodes":
         k = KeyCodes(self.name)
         k.codes, k.values, k.types = dict(self.codes), list(self.values), list(self.types)

@@ -285,16 +285,18 @@ class Matcher:
     def _atomically(self, step):
         saved_state, saved_bound, saved_late = self._state.checkpoint(), self._bound, list(self._late)
         try:
-            return step()
+            out = step()
         except BaseException:
             try:
-                self._state.restore_from(saved_state)
+                self._state.restore_from(saved_state, settled=interrupt.settled())
                 self._bound, self._late = saved_bound, saved_late
                 self._out = _new_out()  # an interrupted kernel may still write to the old ones
                 self._shard_out = [_new_out() for _ in range(self.threads)]
             except BaseException as e:  # pragma: no cover - nothing above allocates much
                 self._failed = e
             raise
+        self._state.commit()
+        return out
 
     # ------------------------------------------------------------------ per batch
     def _process(self, tbl: pa.Table, watermark: Any) -> pa.Table:

@@ -59,9 +59,6 @@ class Shard:
     def empty(cls, v_width: int) -> "Shard":
         return cls(Runs.empty(v_width), Held.empty(), Buffer.empty(), np.zeros(0, np.uint8))
 
-    def checkpoint(self) -> "Shard":
-        return replace(self, buffer=self.buffer.copy(), start_dead=self.start_dead.copy())
-
     def ensure_keys(self, n_keys: int) -> None:
         if self.start_dead.shape[0] < n_keys:
             self.start_dead = np.concatenate([self.start_dead, np.zeros(n_keys - self.start_dead.shape[0], np.uint8)])

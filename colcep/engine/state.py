@@ -9,8 +9,13 @@ output columns), and the counters that number rows and matches.
 With threads (``colcep.engine.shards``) the runs, held matches, buffer and ``start_dead`` live in
 per-thread ``shards`` instead, each over its own keys; ``parts()`` lists whichever holds them.
 
-The kernels mutate the buffer, ``start_dead`` and ``key_last_ts`` in place; ``checkpoint()``
-copies exactly those, so a failed call can be undone with ``restore_from()``.
+A call is made undoable with ``checkpoint()`` and ends with ``commit()`` or
+``restore_from()``, in time proportional to what it touched, not to the state: the runs and
+held matches are replaced wholesale by the kernel's outputs, so the checkpoint keeps the old
+arrays; the buffer, changed in place, opens an undoable call (``kernels.buffer.open_call``:
+the nodes live before the call keep their slots until it ends); the key and string codes only
+grow, so the checkpoint notes their lengths; ``start_dead`` and ``key_last_ts`` (one item a
+key) are copied.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from colcep.engine.keys import KeyCodes
 from colcep.kernels import buffer as kbuf
 from colcep.kernels.codes import OK
 
-NODE_BYTES = 8 + 4 + 8 + 4  # row, stage, parent, ref
+NODE_BYTES = kbuf.NODE_BYTES  # row, stage, parent, ref
 
 
 @dataclass
@@ -93,20 +98,47 @@ class Buffer:
         cap = max(1024, 2 * n)
         b = cls.empty() if n == 0 else cls(np.zeros(cap, np.int64), np.zeros(cap, np.int32),
                                            np.full(cap, -1, np.int64), np.zeros(cap, np.int32),
-                                           np.array([0, -1, 0], np.int64))
+                                           kbuf.new_meta())
         b.row[:n], b.stage[:n], b.parent[:n], b.ref[:n] = row, stage, parent, ref
-        b.meta[:] = (n, -1, 0)
+        b.meta[:3] = (n, -1, 0)
         return b
 
     @property
     def live(self) -> int:
+        """Slots in use: live nodes (and, while a call is open, the nodes it freed that were
+        live before it: their slots are kept until it ends)."""
         return int(self.meta[0] - self.meta[2])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the node arrays at their capacity."""
+        return sum(a.nbytes for a in self.arrays())
 
     def copy(self) -> "Buffer":
         h = int(self.meta[0])
         out = Buffer.empty() if h == 0 else Buffer(*(np.array(a, copy=True) for a in self.arrays()))
         out.meta[:] = self.meta
         return out
+
+
+@dataclass
+class Saved:
+    """What ``MatcherState.checkpoint`` keeps to undo a call: the state object's fields (all
+    replaced, not mutated, by a call, but for the buffer, the codes and the per-key arrays, whose
+    undo is noted here), per part the runs and held matches whose nodes are the roots the buffer
+    goes back to."""
+
+    fields: dict
+    keys: tuple
+    n_strings: int
+    parts: list  # per part: (runs, held, buffer, start_dead)
+
+
+def _cap_bytes(a: np.ndarray) -> int:
+    """Bytes of the array ``a`` is a view of (its capacity)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return int(a.nbytes)
 
 
 def select_keys(x: "Runs | Held", codes: "list[int] | np.ndarray"):
@@ -186,18 +218,41 @@ class MatcherState:
             self.start_dead = np.concatenate([self.start_dead, np.zeros(n_keys - self.start_dead.shape[0], np.uint8)])
 
     # ------------------------------------------------------------------ stage and commit
-    def checkpoint(self) -> "MatcherState":
-        """A copy to go back to: the arrays the kernels change in place are copied, the rest
-        (replaced, never mutated) shared."""
-        return replace(self, buffer=self.buffer.copy(), keys=self.keys.copy(), strings=dict(self.strings),
-                       start_dead=self.start_dead.copy(), key_last_ts=self.key_last_ts.copy(),
-                       retained=list(self.retained),
-                       shards=None if self.shards is None else [s.checkpoint() for s in self.shards])
+    def checkpoint(self) -> Saved:
+        """What to go back to if the call now starting fails (``restore_from``), or to drop
+        when it succeeds (``commit``). Time: the keys (their per-key arrays are copied), not
+        the runs or the buffer."""
+        parts = []
+        for p in self.parts():
+            kbuf.open_call(p.buffer.meta)
+            parts.append((p.runs, p.held, p.buffer, p.start_dead.copy()))
+        fields = dict(self.__dict__, key_last_ts=self.key_last_ts.copy())
+        return Saved(fields, self.keys.mark(), len(self.strings), parts)
 
-    def restore_from(self, saved: "MatcherState") -> None:
-        """Become ``saved`` (a checkpoint of this state)."""
-        self.__dict__.update(saved.__dict__)
+    def commit(self) -> None:
+        """The call succeeded: the buffers' slots it freed become reusable."""
+        for p in self.parts():
+            b = p.buffer
+            kbuf.close_call(b.parent, b.ref, b.meta)
 
+    def restore_from(self, saved: Saved, settled: bool = True) -> None:
+        """Become the state ``saved`` was taken of. ``settled``: no kernel of the failed call
+        still runs (one that missed its stop flag may: then each buffer is undone in a copy,
+        and the arrays it may still write to are left to it)."""
+        # the newest arrays of each buffer (a kernel that grew one wrote to the old arrays
+        # before and to the new ones after; the nodes to keep are intact in both)
+        current = [p.buffer for p in self.parts()]
+        self.__dict__.update(saved.fields)
+        self.keys.rollback(saved.keys)
+        for s in list(self.strings)[saved.n_strings:]:
+            del self.strings[s]
+        for p, cur, (runs, held, _, dead) in zip(self.parts(), current, saved.parts):
+            p.runs, p.held, p.start_dead = runs, held, dead
+            if not settled:
+                cur = cur.copy()
+            roots = np.concatenate([runs.node, held.node]).astype(np.int64)
+            kbuf.undo_call(cur.row, cur.stage, cur.parent, cur.ref, cur.meta, roots)
+            p.buffer = cur
     def parts(self) -> list:
         """What holds the runs, held matches, buffer and ``start_dead``: this state, or its shards."""
         return [self] if self.shards is None else self.shards
