@@ -11,7 +11,7 @@ NO_SKIP, SKIP_TO_NEXT, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST = 0, 1,
 # kinds of lowered conditions: a mask row, a bytecode program, the negation of another condition
 COND_MASK, COND_PROGRAM, COND_NOT = 0, 1, 2
 # run_batch status codes: status[0]; status[1] the key; status[2] the figure that was over
-OK, ERR_CAPACITY, ERR_NODES, ERR_INTERRUPTED = 0, 1, 2, 3
+OK, ERR_CAPACITY, ERR_NODES, ERR_INTERRUPTED, ERR_OUTPUT = 0, 1, 2, 3, 4
 # time: every int64 is a valid event time; a window deadline past the int64 range saturates
 TIME_MAX = np.int64(np.iinfo(np.int64).max)
 # run_batch's ``tick_ts``: after the rows, time advances to it with no event (a watermark);

@@ -39,8 +39,9 @@ any start without one (found through a hash table, so merging is linear in the r
 completed merged run is written as one match per path (``buffer.walk_paths``), in queue order.
 
 Interrupts and bounds: the caller sets ``stop[0]`` to end the call at the next event
-(ERR_INTERRUPTED); ``max_runs`` bounds a key's runs (ERR_CAPACITY) and ``max_nodes`` the
-buffer's live nodes (ERR_NODES). After any of these the returned state is partial: the caller
+(ERR_INTERRUPTED); ``max_runs`` bounds a key's runs (ERR_CAPACITY), ``max_nodes`` the
+buffer's live nodes and ``buffer.reserve``'s ``meta`` its growth (ERR_NODES), ``opts[7]`` the
+call's output events (ERR_OUTPUT). After any of these the returned state is partial: the caller
 discards it and keeps its copy from before the call.
 
 Arguments come in groups (tuples): the program's tables, the options, the batch, the carried
@@ -66,6 +67,7 @@ from .buffer import alloc, release, reserve
 from .codes import (BIG, ERR_CAPACITY, ERR_INTERRUPTED, ERR_NODES, FINAL, IGNORE, NO_SKIP, NO_TICK, OK,  # noqa: F401
                     PENDING, PROCEED, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT, STOP, TAKE,
                     TIME_MAX)
+from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
@@ -502,7 +504,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
 
     - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
       (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
-      tick time); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
+      tick time, max output events); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
     - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask): rows in input order,
       ``order`` grouping them by key (CSR ``key_ptr``); ``row0`` is the stream position of
       the batch's first row;
@@ -631,6 +633,11 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 status[2] = cur[ROOM]  # the number of runs
                 break
             if code_ == NEED_OUT:
+                if opts[7] > 0 and ne + cur[ROOM] > opts[7]:  # the output's bound (the state's bytes)
+                    status[0] = ERR_OUTPUT
+                    status[1] = k
+                    status[2] = ne + cur[ROOM]
+                    break
                 m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = grow_out(
                     m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + cur[ROOM] + 2, ne + cur[ROOM])
                 continue

@@ -226,17 +226,22 @@ def test_capacity_error_leaves_state_and_close_still_emits():
 
 
 def test_state_bound_covers_the_buffer_of_merged_runs():
-    """Under a window, merged Kleene runs (one start each) keep few runs per start but a buffer
-    quadratic in the window's events: the byte bound fires on the buffer."""
+    """Without a window, merged Kleene runs (of any start) are a few runs over a buffer linear in
+    the stream: the byte bound fires on the buffer. Under a window (one start each) the runs'
+    work arrays come first: a quarter of the bound."""
     p = (cc.Pattern.begin("a").where(col("price") > 0)
          .followed_by_any("b").where(col("price") > 0).one_or_more()
-         .followed_by("c").where(col("price") < 0).within(10**6))
-    tbl = pa.table({"ts": pa.array(range(3_000), pa.int64()), "price": pa.array([1.0] * 3_000)})
+         .followed_by("c").where(col("price") < 0))
+    tbl = pa.table({"ts": pa.array(range(40_000), pa.int64()), "price": pa.array([1.0] * 40_000)})
     m = cc.Matcher(p, time="ts", columns=[], max_state_bytes=1 << 20)
     with pytest.raises(cc.CapacityError, match="shared match buffer") as e:
         m.process(tbl)
     assert "max_state_bytes=1,048,576" in str(e.value)
     assert m.buffer_nodes == 0 and m.live_partial_matches == 0  # nothing applied
+    m = cc.Matcher(p.within(10**6), time="ts", columns=[], max_state_bytes=1 << 20)
+    with pytest.raises(cc.CapacityError, match="work arrays .* over a quarter of the bound max_state_bytes=1,048,576"):
+        m.process(tbl)
+    assert m.buffer_nodes == 0 and m.live_partial_matches == 0 and m.state_bytes < 1 << 20
 
 
 # ----------------------------------------------------------------------------- values at the edges
@@ -348,7 +353,7 @@ def test_explicit_watermarks_release_rows_and_close_releases_the_rest():
 def test_ctrl_c_stops_a_long_scan_and_leaves_the_matcher_usable():
     assert_ctrl_c_stops_cleanly("""
         tbl = pa.table({"ts": pa.array(range(40), pa.int64()), "price": pa.array(np.arange(1.0, 41.0))})
-        m = cc.Matcher(p, time="ts", columns=[], max_partial_matches=10**9)
+        m = cc.Matcher(p, time="ts", columns=[], max_partial_matches=10**9, max_state_bytes=1 << 40)
         first, rest = tbl.slice(0, 1), tbl.slice(1)
     """)
 

@@ -159,31 +159,40 @@ def test_a_failing_batch_leaves_every_shard_as_it_was(always_parallel):
 
 
 def test_buffer_bound_counts_every_shard(always_parallel):
-    """max_state_bytes bounds the nodes of all shards together: what the others hold is taken
-    from a shard's share, so a key that alone would fit fails next to a full shard."""
+    """max_state_bytes bounds the state of all shards together: what the others hold is taken
+    from a shard's share, so a key that alone would fit fails next to a full shard. (Merged
+    Kleene runs without a window: a few runs a key over a buffer linear in its events.)"""
+    p = (cc.Pattern.begin("a").where(col("price") > 0)
+         .followed_by_any("b").where(col("price") > 0).one_or_more()
+         .followed_by("c").where(col("price") < 0))
+
     def rising(k, n, t0=0):
         return pa.table({"k": [k] * n, "ts": pa.array(np.arange(t0, t0 + n), pa.int64()), "price": 11.0 + np.arange(n)})
 
-    first = pa.concat_tables([rising("k0", 60), rising("k1", 1)])  # k0: shard 0, k1: shard 1
-    second = rising("k1", 60, 60)  # k1 grows as k0 did, while k0's runs stay alive
-    nodes = 1024
-    while True:  # the smallest bound (in steps of 500 nodes) the first batch fits in
+    n = 3_000
+    first = pa.concat_tables([rising("k0", n), rising("k1", 1)])  # k0: shard 0, k1: shard 1
+    second = rising("k1", n, n)  # k1 grows as k0 did, while k0's runs stay alive
+
+    def fits(tbl, threads, bound):
         try:
-            cc.Matcher(RISE, key="k", time="ts", max_state_bytes=nodes * cm.NODE_BYTES).process(first)
-            break
+            m = cc.Matcher(p, key="k", time="ts", threads=threads, max_state_bytes=bound, columns=[])
+            m.process(tbl)
+            return m
         except cc.CapacityError:
-            nodes += 500
-    cc.Matcher(RISE, key="k", time="ts", max_state_bytes=nodes * cm.NODE_BYTES).process(second)  # alone: fits
-    messages = []
+            return None
+
     for threads in (1, 2):
-        m = cc.Matcher(RISE, key="k", time="ts", threads=threads, max_state_bytes=nodes * cm.NODE_BYTES)
-        m.process(first)
-        held = m.buffer_nodes
-        with pytest.raises(cc.CapacityError, match="key 'k1' needs more of the shared match buffer") as e:
+        lo, hi = 1 << 12, 1 << 30  # the smallest bound (to 4 KiB) the first batch fits in
+        while hi - lo > 1 << 12:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if fits(first, threads, mid) else (mid, hi)
+        m = fits(first, threads, hi)
+        assert m.state_bytes <= hi
+        assert fits(second, threads, hi) is not None  # alone: fits
+        held, before = m.buffer_nodes, m.snapshot()
+        with pytest.raises(cc.CapacityError, match="key 'k1' .*max_state_bytes"):
             m.process(second)
-        messages.append(str(e.value))
-        assert m.buffer_nodes == held
-    assert messages[1] == messages[0]  # the same point, the nodes of both shards counted
+        assert m.buffer_nodes == held and m.snapshot() == before
 
 
 def test_ctrl_c_stops_every_shard():
@@ -192,7 +201,7 @@ def test_ctrl_c_stops_every_shard():
         n = 40
         tbl = pa.table({"k": ["x", "y"] * n, "ts": pa.array(np.repeat(np.arange(n), 2), pa.int64()),
                         "price": np.repeat(np.arange(1.0, n + 1.0), 2)})
-        m = cc.Matcher(p, key="k", time="ts", columns=[], max_partial_matches=10**9, threads=2)
+        m = cc.Matcher(p, key="k", time="ts", columns=[], max_partial_matches=10**9, max_state_bytes=1 << 40, threads=2)
         first, rest = tbl.slice(0, 2), tbl.slice(2)
     """)
 
@@ -234,12 +243,14 @@ def test_figures_are_summed_over_shards(always_parallel):
         m.process(tbl)
         figures.append((m.live_partial_matches, m.buffer_nodes, m.keys, m.is_idle, m.next_deadline,
                         m.matches_emitted, m.rows_received))
-        sizes.append(m.state_bytes)
+        live = sum(a.nbytes for q in m._state.parts() for x in (q.runs, q.held) for a in x.arrays())
+        sizes.append(live + m.buffer_nodes * cm.NODE_BYTES)
+        assert m.state_bytes >= sizes[-1]  # (at capacity: each shard's buffer and output arrays have their own)
         m.close()
         figures[-1] += (m.is_idle, m.live_partial_matches, m.buffer_nodes)
     assert figures[0][0] > 0 and figures[0][3] is False and figures[0][-3] is True
     assert figures[1] == figures[0] and figures[2] == figures[0]
-    # the same runs, held matches and nodes; each shard's per-key offsets start with one more 0
+    # the same runs, held matches and live nodes; each shard's per-key offsets start with one more 0
     assert [s - sizes[0] for s in sizes] == [0, 2 * 8, 2 * 2 * 8]
 
 

@@ -44,11 +44,28 @@ from colcep.engine.state import NODE_BYTES, MatcherState, step
 from colcep.engine.watermark import ARRIVAL, next_watermark, release, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
-DEFAULT_MAX_STATE_BYTES = 4 << 30  # the shared match buffer's bound: 4 GiB
+DEFAULT_MAX_STATE_BYTES = 4 << 30  # the bound on what the state and a call allocate: 4 GiB
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
+TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
+# max_state_bytes bounds everything a call holds (docs: README, "Bounds on the state"): of it,
+WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
+OUT_SHARE = 8   # ... an eighth for the matches of one call, as kernel arrays and then as the output table ...
+# ... and the rest for the state: runs and held matches (the old arrays and the kernel's new ones),
+# the match buffer (its old and new arrays while it grows), rows kept for the output, history.
+OUT_EVENT_BYTES = 128  # an output event, all told: kernel arrays, emission order, the output's own columns
+OUT_COLUMN_BYTES = 16  # ... and per input column copied into the output
+WALK_BYTES = 16  # with merging, the kernel's path scratch (kernels.buffer.walk_paths): per buffer slot
+
+
+def work_bytes_per_run(per_run: int, v_width: int) -> int:
+    """Bytes of ``run_batch``'s work arrays per live run of the key it steps: they are sized
+    for ``2 * per_run`` slots a run (runs ``W`` in two halves with their V arena, this event's
+    completed matches, merge scratch and hash table, the held-match and pending queues: about
+    ``270 + 32 * v_width`` bytes a slot), and a growing array is copied (x1.5)."""
+    return int(1.5 * 2 * per_run * (270 + 32 * v_width))
 
 
 def _new_out() -> tuple:
@@ -77,8 +94,9 @@ class Matcher:
         another unit (e.g. seconds, where ``within("10s")`` would be 1,000 times too wide).
     max_partial_matches: bound on live partial matches per key; exceeding it raises
         CapacityError naming the key (no partial match is ever dropped silently).
-    max_state_bytes: bound on the shared match buffer (all keys); exceeding it raises
-        CapacityError naming the key that needed more.
+    max_state_bytes: bound on the bytes the state holds (``state_bytes``, arrays at their
+        capacity, all keys) and a call allocates besides (the kernel's work arrays: a quarter;
+        the call's matches: an eighth); exceeding it raises CapacityError naming the key.
     out_of_orderness: None (default): rows must arrive in time order per key, else InputError.
         A duration (``"5s"``, a timedelta or an int in the column's unit): event time as Flink's
         CEP operator does it; rows wait until the watermark (``max time - out_of_orderness - 1``,
@@ -242,8 +260,10 @@ class Matcher:
 
     @property
     def state_bytes(self) -> int:
-        """Bytes the carried state holds (runs, held matches, live buffer nodes, retained rows)."""
-        return self._state.nbytes()
+        """Bytes the state holds, every array at its capacity (runs, held matches, the match
+        buffer, per-key arrays, input rows kept for the output, rows waiting for the watermark,
+        history, the pooled output arrays): what ``max_state_bytes`` bounds between calls."""
+        return self._state.nbytes() + self._out_bytes()
 
     def snapshot(self, keys: Sequence[Any] | None = None) -> bytes:
         """The state as bytes (``colcep.engine.codec``: versioned, checksummed, bound to this pattern's
@@ -449,7 +469,9 @@ class Matcher:
         masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
-        opts = prog.options(self._bound.window, self.timeouts, self.max_partial_matches, self._max_nodes, tick_ts)
+        max_runs, max_slots, max_out = self._call_bounds([st])[0]
+        st.buffer.meta[kbuf.META_MAX] = max_slots
+        opts = prog.options(self._bound.window, self.timeouts, max_runs, max_slots, tick_ts, max_out)
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
         self._out, nm, ne, status = step(st, self._tier.run_batch, partial(interrupt.call, stop=stop), prog.tables(),
@@ -457,26 +479,61 @@ class Matcher:
         self._raise_status(status, int(status[1]))
         return nm, ne
 
-    @property
-    def _max_nodes(self) -> int:
-        """The match buffer's bound in nodes (``max_state_bytes``), the kernels' ``max_nodes``."""
-        return max(1024, self.max_state_bytes // NODE_BYTES)
+    def _out_bytes(self) -> int:
+        """Bytes of the pooled kernel output arrays (kept between calls while small)."""
+        return sum(a.nbytes for out in [self._out] + self._shard_out for a in out)
+
+    def _call_bounds(self, parts: list) -> list:
+        """Per part (the state or its shards, all stepped in this call): ``(max_runs, max_slots,
+        max_out)``, the kernel's bounds from ``max_state_bytes``: the runs of a key (their work
+        arrays take at most ``1 / WORK_SHARE`` of it; and ``max_partial_matches``), the buffer's
+        slots while it grows (old and new arrays together: what the state does not hold
+        otherwise, shared by the parts) and the call's output events (``1 / OUT_SHARE``)."""
+        st, prog, B = self._state, self.program, self.max_state_bytes
+        T = len(parts)
+        per_run = prog.per_run(self.timeouts)
+        slot_bytes = NODE_BYTES + (WALK_BYTES if prog.merging(self.timeouts) else 0)
+        work, out = B // WORK_SHARE, B // OUT_SHARE
+        max_runs = max(1, min(self.max_partial_matches, work // work_bytes_per_run(per_run, prog.v_width)))
+        n_cols = len(self._inputs.output_columns(self._bound.schema)) + (self.out_of_orderness is not None)
+        max_out = max(1, out // T // (OUT_EVENT_BYTES + OUT_COLUMN_BYTES * n_cols))
+        caps = [int(p.buffer.row.shape[0]) for p in st.parts()]
+        # the rest of the state, and the kernel's new runs arrays beside the old ones
+        other = st.nbytes() - st.buffer_bytes() + self._out_bytes() + st.run_bytes()
+        room = B - work - out - other - sum(caps) * slot_bytes
+        share = max(0, room // T // slot_bytes)
+        return [(max_runs, max(1, int(p.buffer.row.shape[0]) + share), max_out) for p in parts]
 
     def _raise_status(self, status: np.ndarray, code: int) -> None:
         """Raise what a kernel's failed ``status`` means (``code``: the key's global code)."""
         if status[0] == knfa.ERR_INTERRUPTED:
             raise KeyboardInterrupt
+        if status[0] == OK:
+            return
+        key = self._state.keys.values[code]
+        tighten = "tighten the pattern (within(), a more selective condition, a skip strategy) or raise the bound"
         if status[0] == knfa.ERR_CAPACITY:
+            runs = int(status[2])
+            if runs > self.max_partial_matches:
+                raise CapacityError(
+                    f"key {key!r} holds {runs} live partial matches, over the bound max_partial_matches="
+                    f"{self.max_partial_matches}; {tighten}. Nothing of this batch was applied.")
+            per = work_bytes_per_run(self.program.per_run(self.timeouts), self.program.v_width)
             raise CapacityError(
-                f"key {self._state.keys.values[code]!r} holds {int(status[2])} live partial matches, over the "
-                f"bound max_partial_matches={self.max_partial_matches}; tighten the pattern (within(), a more "
-                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+                f"key {key!r} holds {runs:,} live partial matches: stepping them needs "
+                f"{runs * per / 2**20:,.2f} MiB of work arrays ({per:,} bytes each), over a quarter of the bound "
+                f"max_state_bytes={self.max_state_bytes:,}; {tighten}. Nothing of this batch was applied.")
         if status[0] == knfa.ERR_NODES:
             raise CapacityError(
-                f"key {self._state.keys.values[code]!r} needs more of the shared match buffer: it holds "
-                f"{int(status[2]):,} events of live partial matches ({int(status[2]) * NODE_BYTES / 2**20:,.0f} MiB), "
-                f"at the bound max_state_bytes={self.max_state_bytes:,}; tighten the pattern (within(), a more "
-                "selective condition, a skip strategy) or raise the bound. Nothing of this batch was applied.")
+                f"key {key!r} needs more of the shared match buffer: it holds {int(status[2]):,} events of live "
+                f"partial matches ({int(status[2]) * NODE_BYTES / 2**20:,.2f} MiB; the state holds "
+                f"{self.state_bytes / 2**20:,.2f} MiB), at the bound max_state_bytes={self.max_state_bytes:,}; "
+                f"{tighten}. Nothing of this batch was applied.")
+        if status[0] == knfa.ERR_OUTPUT:
+            raise CapacityError(
+                f"the matches of this call reach {int(status[2]):,} events (at key {key!r}), over an eighth of the "
+                f"bound max_state_bytes={self.max_state_bytes:,} (the output of one call is made at once): feed "
+                "smaller batches, tighten the pattern or raise the bound. Nothing of this batch was applied.")
 
     def _kernel_shards(self, codes, n_keys, row0, ts, masks, cols, start_mask, tick_ts) -> tuple:
         """The kernel over every shard (each finds its rows), at once on threads for a big batch;
@@ -484,11 +541,10 @@ class Matcher:
         st, prog, T = self._state, self.program, self.threads
         n = codes.shape[0]
         masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)  # ts: see time_values
-        # the buffer bound is for all shards: each may use what the others do not hold now
-        max_nodes = self._max_nodes
+        # the state bound is for all shards: each may grow into its share of what is free now
+        bounds = self._call_bounds(st.shards)
         live = [sh.buffer.live for sh in st.shards]
         tables = prog.tables()
-        opts = partial(prog.options, self._bound.window, self.timeouts, self.max_partial_matches)
         stop = interrupt.new_stop_flag()
         cache.notice_compile()
         report, done, tick = self.on_progress, None, None
@@ -502,9 +558,12 @@ class Matcher:
         for s, sh in enumerate(st.shards):
             k = shd.n_local(n_keys, s, T)
             sh.ensure_keys(k)
+            max_runs, max_slots, max_out = bounds[s]
+            sh.buffer.meta[kbuf.META_MAX] = max_slots
+            opts = partial(prog.options, self._bound.window, self.timeouts, max_runs, max_out=max_out)
             calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
                                  max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
-                                 max(1024, max_nodes - (sum(live) - live[s])), row0, ts, masks, cols, start_mask,
+                                 max_slots, row0, ts, masks, cols, start_mask,
                                  kernel=self._tier.run_batch, done=done))
         results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS, tick=tick)
         if tick is not None:
@@ -620,9 +679,15 @@ class Matcher:
         return full.take(pa.array(pos, pa.int64()))
 
     def _trim_retained(self) -> None:
+        """Drop the input blocks no live node refers to any more. Finding the oldest row a live
+        node refers to reads the whole buffer, so it is done once the rows fed since the last
+        time reach a quarter of the buffer's slots (at least ``TRIM_ROWS``): time per row stays
+        constant whatever the state holds, and at most that many rows are kept too long."""
         st = self._state
-        if not st.retained:
+        if not st.retained or st.rows_fed < st.trim_due:
             return
+        high = sum(int(p.buffer.meta[0]) for p in st.parts())
+        st.trim_due = st.rows_fed + max(TRIM_ROWS, high // 4)
         oldest = st.rows_fed
         for p in st.parts():
             buf = p.buffer

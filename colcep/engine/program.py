@@ -61,11 +61,21 @@ class CompiledPattern:
                 p.trans_cond, lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
                 lw.cond_thr, self.sleep_cond, self.st_rel, self.st_merge, self.dfs_bounds[0], self.dfs_bounds[1])
 
-    def options(self, window: int, timeouts: bool, max_runs: int, max_nodes: int, tick_ts: int) -> tuple:
+    def options(self, window: int, timeouts: bool, max_runs: int, max_nodes: int, tick_ts: int,
+                max_out: int = 0) -> tuple:
         """``kernels.nfa.run_batch``'s ``opts`` group for this program, as int64s (one compiled
-        signature): window, skip code and stage, timed-out output, the runs and nodes bounds, tick."""
+        signature): window, skip code and stage, timed-out output, the runs and nodes bounds, tick,
+        the bound on the call's output events (0: none)."""
         return tuple(np.int64(x) for x in (window, self.skip_code, self.skip_stage, timeouts, max_runs, max_nodes,
-                                           tick_ts))
+                                           tick_ts, max_out))
+
+    def per_run(self, timeouts: bool) -> int:
+        """Nodes (and work-array slots) the step kernel reserves per live run and event
+        (``run_batch``'s ``per_run``: two per edge and one, twice that when merging)."""
+        return (2 * int(self.dfs_bounds[1]) + 1) * (2 if self.merging(timeouts) else 1)
+
+    def merging(self, timeouts: bool) -> bool:
+        return self.skip_code == 0 and not timeouts and bool(self.st_merge.any())
 
     def start_mask(self, masks: np.ndarray, n: int) -> np.ndarray:
         """Rows at which the start run could take an event (a key with no live run skips the rest)."""

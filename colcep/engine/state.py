@@ -203,6 +203,7 @@ class MatcherState:
     max_ts: int | None = None
     late_rows: int = 0
     history: object = None              # colcep.engine.history.History: rows prev / rolling still reach, or None
+    trim_due: int = 0                   # rows_fed at which the retained rows are next trimmed (Matcher._trim_retained)
     shards: list | None = None          # with threads: colcep.engine.shards.Shard per thread (then runs .. start_dead unused)
 
     @classmethod
@@ -266,12 +267,21 @@ class MatcherState:
     def live_nodes(self) -> int:
         return sum(p.buffer.live for p in self.parts())
 
+    def run_bytes(self) -> int:
+        """Bytes of the runs' and held matches' arrays, at their capacity (all parts)."""
+        return sum(_cap_bytes(a) for p in self.parts() for x in (p.runs, p.held) for a in x.arrays())
+
+    def buffer_bytes(self) -> int:
+        """Bytes of the match buffers' arrays, at their capacity (all parts)."""
+        return sum(p.buffer.nbytes for p in self.parts())
+
     def nbytes(self) -> int:
-        """Bytes the state holds: runs, held matches, the buffer's live nodes, retained rows."""
-        parts = self.parts()
-        runs = sum(a.nbytes for p in parts for a in p.runs.arrays())
-        held = sum(a.nbytes for p in parts for a in p.held.arrays())
+        """Bytes the state holds, every array at its capacity: runs, held matches, the match
+        buffer, the per-key arrays, the input rows kept for the output, rows waiting for the
+        watermark, history (not the Python objects of the key and string codes)."""
+        keyed = sum(_cap_bytes(a) for a in (self.start_dead, self.key_last_ts))
+        keyed += sum(_cap_bytes(p.start_dead) for p in self.shards or [])
         rows = sum(t.nbytes for _, t in self.retained)
         pend = self.pending.nbytes if self.pending is not None else 0
         hist = self.history.nbytes if self.history is not None else 0
-        return runs + held + self.live_nodes * NODE_BYTES + rows + pend + hist
+        return self.run_bytes() + self.buffer_bytes() + keyed + rows + pend + hist
