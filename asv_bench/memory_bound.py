@@ -70,7 +70,7 @@ elif case == "matches":  # skip till any pairs that all complete: the matches of
 else:
     raise SystemExit(f"unknown case {case!r}")
 
-cc.Matcher(p, key=key, time="ts", columns=[]).process(tbl.slice(0, 20))  # kernels loaded, worker threads made
+cc.Matcher(p, key=key, time="ts", columns=[]).process(tbl.slice(0, 4))  # kernels loaded, worker threads made
 base = status("VmSize")
 resource.setrlimit(resource.RLIMIT_AS, (base + headroom, base + headroom))
 with open("/proc/self/clear_refs", "w") as f:

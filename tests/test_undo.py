@@ -37,13 +37,13 @@ def _fail_then_feed(m: cc.Matcher, tbl: pa.Table, sizes) -> pa.Table:
         batch = tbl.slice(start, size)
         start += batch.num_rows
         before = m.snapshot()
-        nodes, runs = m.buffer_nodes, m.live_partial_matches
+        nodes, runs, held = m.buffer_nodes, m.live_partial_matches, m._state.nbytes()
         m._output = boom
         with pytest.raises(Boom):
             m.process(batch)
         m._output = output
         assert m.snapshot() == before
-        assert (m.buffer_nodes, m.live_partial_matches) == (nodes, runs)
+        assert (m.buffer_nodes, m.live_partial_matches, m._state.nbytes()) == (nodes, runs, held)  # capacity too
         parts.append(m.process(batch))
     before = m.snapshot()
     m._output = boom

@@ -240,20 +240,19 @@ class MatcherState:
         """Become the state ``saved`` was taken of. ``settled``: no kernel of the failed call
         still runs (one that missed its stop flag may: then each buffer is undone in a copy,
         and the arrays it may still write to are left to it)."""
-        # the newest arrays of each buffer (a kernel that grew one wrote to the old arrays
-        # before and to the new ones after; the nodes to keep are intact in both)
-        current = [p.buffer for p in self.parts()]
         self.__dict__.update(saved.fields)
         self.keys.rollback(saved.keys)
         for s in list(self.strings)[saved.n_strings:]:
             del self.strings[s]
-        for p, cur, (runs, held, _, dead) in zip(self.parts(), current, saved.parts):
+        for p, (runs, held, buf, dead) in zip(self.parts(), saved.parts):
             p.runs, p.held, p.start_dead = runs, held, dead
+            # the arrays of before the call (a kernel that grew them wrote to them before, to
+            # its copy after: the nodes to keep are intact in both), so the capacity is as before
             if not settled:
-                cur = cur.copy()
+                buf = buf.copy()
             roots = np.concatenate([runs.node, held.node]).astype(np.int64)
-            kbuf.undo_call(cur.row, cur.stage, cur.parent, cur.ref, cur.meta, roots)
-            p.buffer = cur
+            kbuf.undo_call(buf.row, buf.stage, buf.parent, buf.ref, buf.meta, roots)
+            p.buffer = buf
     def parts(self) -> list:
         """What holds the runs, held matches, buffer and ``start_dead``: this state, or its shards."""
         return [self] if self.shards is None else self.shards
