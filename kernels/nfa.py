@@ -41,7 +41,7 @@ completed merged run is written as one match per path (``buffer.walk_paths``), i
 Interrupts and bounds: the caller sets ``stop[0]`` to end the call at the next event
 (ERR_INTERRUPTED); ``max_runs`` bounds a key's runs (ERR_CAPACITY), ``max_nodes`` the
 buffer's live nodes and ``buffer.reserve``'s ``meta`` its growth (ERR_NODES), ``opts[7]`` the
-call's output events (ERR_OUTPUT). After any of these the returned state is partial: the caller
+call's output events (ERR_OUTPUT), ``opts[8]`` the runs of all keys (ERR_CAPACITY, a negative figure). After any of these the returned state is partial: the caller
 discards it and keeps its copy from before the call.
 
 Arguments come in groups (tuples): the program's tables, the options, the batch, the carried
@@ -504,7 +504,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
 
     - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
       (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
-      tick time, max output events); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
+      tick time, max output events, max runs of all keys); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
     - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask): rows in input order,
       ``order`` grouping them by key (CSR ``key_ptr``); ``row0`` is the stream position of
       the batch's first row;
@@ -684,6 +684,13 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         ao, na, nh = cur[AO], cur[NA], cur[NH]
         if out_runs + na > nr_state.shape[0]:
             n2 = max(2 * nr_state.shape[0], out_runs + na)
+            if opts[8] > 0:  # the runs of all keys (the state's bytes): grow to the bound at most
+                if out_runs + na > opts[8]:
+                    status[0] = ERR_CAPACITY
+                    status[1] = k
+                    status[2] = -(out_runs + na)  # negative: all keys' runs
+                    break
+                n2 = min(n2, opts[8])
             nr_state = grow(nr_state, n2)
             nr_node = grow(nr_node, n2)
             nr_sts = grow(nr_sts, n2)

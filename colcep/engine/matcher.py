@@ -53,11 +53,17 @@ OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next ba
 # max_state_bytes bounds everything a call holds (docs: README, "Bounds on the state"): of it,
 WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
 OUT_SHARE = 8   # ... an eighth for the matches of one call, as kernel arrays and then as the output table ...
-# ... and the rest for the state: runs and held matches (the old arrays and the kernel's new ones),
-# the match buffer (its old and new arrays while it grows), rows kept for the output, history.
+RUNS_SHARE = 4  # ... a quarter for the runs of all keys (the old arrays, and the kernel's new ones as they grow) ...
+# ... and the rest for the match buffer (its old and new arrays while it grows), rows kept for the
+# output, history, held matches.
 OUT_EVENT_BYTES = 128  # an output event, all told: kernel arrays, emission order, the output's own columns
 OUT_COLUMN_BYTES = 16  # ... and per input column copied into the output
 WALK_BYTES = 16  # with merging, the kernel's path scratch (kernels.buffer.walk_paths): per buffer slot
+
+
+def run_bytes(v_width: int) -> int:
+    """Bytes of a run in the state's runs arrays (state, node, start time and position, V)."""
+    return 4 + 8 + 8 + 8 + 8 * v_width
 
 
 def work_bytes_per_run(per_run: int, v_width: int) -> int:
@@ -469,9 +475,9 @@ class Matcher:
         masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)
         order, key_ptr = karr.group_by_key(codes, n_keys)
         stop = interrupt.new_stop_flag()
-        max_runs, max_slots, max_out = self._call_bounds([st])[0]
+        max_runs, max_slots, max_out, max_all = self._call_bounds([st])[0]
         st.buffer.meta[kbuf.META_MAX] = max_slots
-        opts = prog.options(self._bound.window, self.timeouts, max_runs, max_slots, tick_ts, max_out)
+        opts = prog.options(self._bound.window, self.timeouts, max_runs, max_slots, tick_ts, max_out, max_all)
         batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
         self._out, nm, ne, status = step(st, self._tier.run_batch, partial(interrupt.call, stop=stop), prog.tables(),
@@ -493,16 +499,17 @@ class Matcher:
         T = len(parts)
         per_run = prog.per_run(self.timeouts)
         slot_bytes = NODE_BYTES + (WALK_BYTES if prog.merging(self.timeouts) else 0)
-        work, out = B // WORK_SHARE, B // OUT_SHARE
+        work, out, runs = B // WORK_SHARE, B // OUT_SHARE, B // RUNS_SHARE
         max_runs = max(1, min(self.max_partial_matches, work // work_bytes_per_run(per_run, prog.v_width)))
         n_cols = len(self._inputs.output_columns(self._bound.schema)) + (self.out_of_orderness is not None)
         max_out = max(1, out // T // (OUT_EVENT_BYTES + OUT_COLUMN_BYTES * n_cols))
+        # the old runs, the kernel's new ones and, while those grow, their old copy: 3 x at most
+        max_all_runs = max(1, runs // T // (3 * run_bytes(prog.v_width)))
         caps = [int(p.buffer.row.shape[0]) for p in st.parts()]
-        # the rest of the state, and the kernel's new runs arrays beside the old ones
-        other = st.nbytes() - st.buffer_bytes() + self._out_bytes() + st.run_bytes()
-        room = B - work - out - other - sum(caps) * slot_bytes
+        other = st.nbytes() - st.buffer_bytes() - st.run_bytes() + self._out_bytes()  # rows, history, ...
+        room = B - work - out - runs - other - sum(caps) * slot_bytes
         share = max(0, room // T // slot_bytes)
-        return [(max_runs, max(1, int(p.buffer.row.shape[0]) + share), max_out) for p in parts]
+        return [(max_runs, max(1, int(p.buffer.row.shape[0]) + share), max_out, max_all_runs) for p in parts]
 
     def _raise_status(self, status: np.ndarray, code: int) -> None:
         """Raise what a kernel's failed ``status`` means (``code``: the key's global code)."""
@@ -514,6 +521,12 @@ class Matcher:
         tighten = "tighten the pattern (within(), a more selective condition, a skip strategy) or raise the bound"
         if status[0] == knfa.ERR_CAPACITY:
             runs = int(status[2])
+            if runs < 0:
+                raise CapacityError(
+                    f"the keys hold {-runs:,} live partial matches in all (at key {key!r}): their arrays need "
+                    f"{-runs * 3 * run_bytes(self.program.v_width) / 2**20:,.2f} MiB while they grow, over a quarter "
+                    f"of the bound max_state_bytes={self.max_state_bytes:,}; {tighten}. Nothing of this batch was "
+                    "applied.")
             if runs > self.max_partial_matches:
                 raise CapacityError(
                     f"key {key!r} holds {runs} live partial matches, over the bound max_partial_matches="
@@ -558,9 +571,10 @@ class Matcher:
         for s, sh in enumerate(st.shards):
             k = shd.n_local(n_keys, s, T)
             sh.ensure_keys(k)
-            max_runs, max_slots, max_out = bounds[s]
+            max_runs, max_slots, max_out, max_all = bounds[s]
             sh.buffer.meta[kbuf.META_MAX] = max_slots
-            opts = partial(prog.options, self._bound.window, self.timeouts, max_runs, max_out=max_out)
+            opts = partial(prog.options, self._bound.window, self.timeouts, max_runs, max_out=max_out,
+                           max_all_runs=max_all)
             calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
                                  max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
                                  max_slots, row0, ts, masks, cols, start_mask,

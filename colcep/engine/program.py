@@ -62,12 +62,12 @@ class CompiledPattern:
                 lw.cond_thr, self.sleep_cond, self.st_rel, self.st_merge, self.dfs_bounds[0], self.dfs_bounds[1])
 
     def options(self, window: int, timeouts: bool, max_runs: int, max_nodes: int, tick_ts: int,
-                max_out: int = 0) -> tuple:
+                max_out: int = 0, max_all_runs: int = 0) -> tuple:
         """``kernels.nfa.run_batch``'s ``opts`` group for this program, as int64s (one compiled
         signature): window, skip code and stage, timed-out output, the runs and nodes bounds, tick,
-        the bound on the call's output events (0: none)."""
+        the bounds on the call's output events and on the runs of all keys (0: none)."""
         return tuple(np.int64(x) for x in (window, self.skip_code, self.skip_stage, timeouts, max_runs, max_nodes,
-                                           tick_ts, max_out))
+                                           tick_ts, max_out, max_all_runs))
 
     def per_run(self, timeouts: bool) -> int:
         """Nodes (and work-array slots) the step kernel reserves per live run and event

@@ -42,6 +42,7 @@ class Runs:
     start_ts: np.ndarray
     start_pos: np.ndarray
     v: np.ndarray  # (runs, v_width) float64
+    cap: int = -1  # the arrays' capacity in runs, when they are views of longer kernel arrays (-1: their length)
 
     @classmethod
     def empty(cls, v_width: int) -> "Runs":
@@ -63,6 +64,7 @@ class Held:
     start_pos: np.ndarray
     end_pos: np.ndarray
     node: np.ndarray
+    cap: int = -1  # as Runs.cap
 
     @classmethod
     def empty(cls) -> "Held":
@@ -176,8 +178,19 @@ def step(holder: Any, pick: Callable[[tuple], Callable], invoke: Callable[..., t
     runs, held, buf, out, nm, ne, status = invoke(pick(args), *args)
     holder.buffer = Buffer(*buf)
     if status[0] == OK:
+        n_runs, n_held = holder.runs.state.shape[0], holder.held.node.shape[0]
         holder.runs, holder.held = Runs(*runs), Held(*held)
+        holder.runs.cap = kernel_capacity(n_runs, holder.runs.state.shape[0])
+        holder.held.cap = kernel_capacity(n_held, holder.held.node.shape[0])
     return out, nm, ne, status
+
+
+def kernel_capacity(n_in: int, n_out: int) -> int:
+    """The capacity of ``run_batch``'s new runs (held matches) arrays, ``n_out`` long, when it was
+    given ``n_in``: it starts them at ``max(16, n_in)`` and doubles them (at least) when they
+    fill, so the capacity is that start, or at most twice ``n_out`` (Numba does not tell)."""
+    c0 = max(16, n_in)
+    return c0 if n_out <= c0 else 2 * n_out
 
 
 @dataclass
@@ -268,7 +281,16 @@ class MatcherState:
 
     def run_bytes(self) -> int:
         """Bytes of the runs' and held matches' arrays, at their capacity (all parts)."""
-        return sum(_cap_bytes(a) for p in self.parts() for x in (p.runs, p.held) for a in x.arrays())
+        total = 0
+        for p in self.parts():
+            for x in (p.runs, p.held):
+                arrays = x.arrays()
+                if x.cap < 0:
+                    total += sum(_cap_bytes(a) for a in arrays)
+                else:
+                    total += arrays[0].nbytes + x.cap * sum(a.itemsize * (a.shape[1] if a.ndim == 2 else 1)
+                                                            for a in arrays[1:])
+        return total
 
     def buffer_bytes(self) -> int:
         """Bytes of the match buffers' arrays, at their capacity (all parts)."""
