@@ -432,7 +432,7 @@ class Matcher:
             if e_row.shape[0] > OUT_KEEP_EVENTS:
                 self._out = _new_out()
         if n and (self.columns != [] or self.out_of_orderness is not None):
-            st.retained = st.retained + [(row0, tbl)]
+            st.retain((row0, tbl))
         st.rows_fed += n
         if self.out_of_orderness is None:
             st.rows_seen = st.rows_fed
@@ -675,22 +675,27 @@ class Matcher:
         return pa.table(cols, schema=schema)
 
     def _gather(self, rows: np.ndarray, names: list[str]) -> pa.Table:
-        """Columns ``names`` of the fed rows ``rows`` (positions in feeding order)."""
+        """Columns ``names`` of the fed rows ``rows`` (positions in feeding order), from the
+        retained blocks that hold them only (time: the rows and the number of blocks, not the
+        retained rows)."""
         blocks = self._state.retained
         if not blocks:
             return pa.table({c: pa.array([], self._bound.schema.field(c).type if c != ARRIVAL else pa.int64())
                              for c in names})
-        parts, ids = [], []
-        for start, t in blocks:
-            if isinstance(start, np.ndarray):
-                ids.append(start)
-            else:
-                ids.append(np.arange(start, start + t.num_rows, dtype=np.int64))
-            parts.append(t.select(names))
-        ids = np.concatenate(ids)
-        full = pa.concat_tables(parts)
-        pos = np.searchsorted(ids, rows)
-        return full.take(pa.array(pos, pa.int64()))
+        firsts = np.array([int(b[0][0]) if isinstance(b[0], np.ndarray) else b[0] for b in blocks], np.int64)
+        which = np.searchsorted(firsts, rows, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(len(blocks) + 1))
+        parts = []
+        for i in np.flatnonzero(np.diff(bounds)):
+            start, t = blocks[i]
+            r = rows[order[bounds[i]:bounds[i + 1]]]
+            pos = np.searchsorted(start, r) if isinstance(start, np.ndarray) else r - start
+            parts.append(t.select(names).take(pa.array(pos, pa.int64())))
+        got = pa.concat_tables(parts) if parts else blocks[0][1].select(names).slice(0, 0)
+        back = np.empty_like(order)
+        back[order] = np.arange(order.shape[0])
+        return got.take(pa.array(back, pa.int64()))
 
     def _trim_retained(self) -> None:
         """Drop the input blocks no live node refers to any more. Finding the oldest row a live

@@ -279,6 +279,22 @@ class MatcherState:
     def live_nodes(self) -> int:
         return sum(p.buffer.live for p in self.parts())
 
+    def retain(self, block: tuple) -> None:
+        """Keep the input rows of ``block`` ((first row, table)) for the output."""
+        cached, old = self.__dict__.get("_retained_cache"), self.retained
+        self.retained = old + [block]
+        if cached is not None and cached[0] is old:
+            self.__dict__["_retained_cache"] = (self.retained, cached[1] + block[1].nbytes)
+
+    def retained_bytes(self) -> int:
+        """Bytes of the retained input rows (cached: the list is replaced, never changed, and
+        ``retain`` adds a block's bytes to the total, so a call does not visit every block)."""
+        cached = self.__dict__.get("_retained_cache")
+        if cached is None or cached[0] is not self.retained:
+            cached = (self.retained, sum(t.nbytes for _, t in self.retained))
+            self.__dict__["_retained_cache"] = cached
+        return cached[1]
+
     def run_bytes(self) -> int:
         """Bytes of the runs' and held matches' arrays, at their capacity (all parts)."""
         total = 0
@@ -302,7 +318,7 @@ class MatcherState:
         watermark, history (not the Python objects of the key and string codes)."""
         keyed = sum(_cap_bytes(a) for a in (self.start_dead, self.key_last_ts))
         keyed += sum(_cap_bytes(p.start_dead) for p in self.shards or [])
-        rows = sum(t.nbytes for _, t in self.retained)
+        rows = self.retained_bytes()
         pend = self.pending.nbytes if self.pending is not None else 0
         hist = self.history.nbytes if self.history is not None else 0
         return self.run_bytes() + self.buffer_bytes() + keyed + rows + pend + hist
