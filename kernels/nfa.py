@@ -41,8 +41,9 @@ completed merged run is written as one match per path (``buffer.walk_paths``), i
 Interrupts and bounds: the caller sets ``stop[0]`` to end the call at the next event
 (ERR_INTERRUPTED); ``max_runs`` bounds a key's runs (ERR_CAPACITY), ``max_nodes`` the
 buffer's live nodes and ``buffer.reserve``'s ``meta`` its growth (ERR_NODES), ``opts[7]`` the
-call's output events (ERR_OUTPUT), ``opts[8]`` the runs of all keys (ERR_CAPACITY, a negative figure). After any of these the returned state is partial: the caller
-discards it and keeps its copy from before the call.
+call's output events (ERR_OUTPUT), ``opts[8]`` the runs of all keys (ERR_CAPACITY, a negative
+figure). After any of these the returned state is partial: the caller keeps the runs it passed
+in and undoes the buffer (``buffer.undo_call``; the buffer's changes are undoable, see there).
 
 Arguments come in groups (tuples): the program's tables, the options, the batch, the carried
 runs and held matches, the buffer, the output; inside, the work arrays (runs ``W``, this
