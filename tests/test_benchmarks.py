@@ -114,13 +114,14 @@ def test_match_count_helper_agrees_with_distinct_ids():
 
 def test_state_probe_counts_the_matchers_arrays():
     """``matcher_state_bytes`` (bytes per live partial match in bench_memory) finds the arrays
-    the Matcher's state holds: at least their live part (``Matcher.state_bytes``)."""
+    the Matcher's state holds; ``Matcher.state_bytes`` counts them at their capacity, which the
+    probe cannot see through the kernel's (Numba's) views, and the pooled output arrays: more."""
     from benchmarks.common import matcher_state_bytes
 
     m = colcep.Matcher(BENCHMARK_PATTERNS["P4"], key="name", time="ts", columns=[])
     m.process(make_ticks(5_000, 20, 1))
     assert m.live_partial_matches > 20
-    assert matcher_state_bytes(m) >= m.state_bytes >= 50 * m.live_partial_matches
+    assert m.state_bytes >= matcher_state_bytes(m) >= 50 * m.live_partial_matches
 
 
 # ----------------------------------------------------------------------------- every benchmark runs
