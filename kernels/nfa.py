@@ -72,6 +72,8 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
+from .park import (PM_LIVE, PM_NK, any_expired, grow_park, min_spos, new_park, park, park_pass, park_room,
+                   park_table, pop_oldest, prune, sort_timeouts, take_woken, timeouts, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import STACK, VW, v_update
 
@@ -120,7 +122,7 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake,
-                        row_lo, n_rows, jc, row, t, g):
+                        row_lo, n_rows, jc, row, t, g, pk_idx):
     """Phase 2, Flink's ``computeNextStates`` for every run in start order, then for the start
     run: a DFS over PROCEED edges whose conditions hold collects the TAKE / IGNORE edges; TAKE
     appends a node to the buffer and updates the run's V; a run reaching the final state is a
@@ -161,17 +163,18 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                 continue  # the start run takes nothing here
         else:
             wake = W_wake[ao + i]
+            parks = pk_idx[W_state[ao + i]] >= 0  # a woken parked run: this event only is checked
             if wake <= jc and sleep_cond[W_state[ao + i]] >= 0:
                 wake = next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code, consts,
-                                  masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc, n_rows, ts,
-                                  last_time(W_sts[ao + i], window))
+                                  masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
+                                  jc + 1 if parks else n_rows, ts, last_time(W_sts[ao + i], window))
             if wake > jc:  # waiting: the event leaves the run as it is (its V stays put)
                 x = bo + nb
                 move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, x)
                 W_wake[x] = wake
                 run_flag[nb] = 0  # not new: never merged into an earlier run
                 nb += 1
-                if wake < min_wake:
+                if wake < min_wake and not parks:
                     min_wake = wake
                 continue
         stamp += 1
@@ -294,7 +297,9 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                                 c = vg_col[vg]
                                 v_update(W_v, xo + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
                     wake = jc + 1  # the next event this run must see
-                    if sleep_cond[s1] >= 0:
+                    if pk_idx[s1] >= 0:
+                        wake = BIG  # parked after this step: the park wakes it
+                    elif sleep_cond[s1] >= 0:
                         wake = next_event(sleep_cond[s1], cond_kind, cond_a, cond_b, cond_thr, code, consts, masks,
                                           cols, W_v, xo, vm_stack, order, row_lo, jc + 1, n_rows, ts,
                                           last_time(sts1, window))
@@ -322,7 +327,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
 
 
 @njit(cache=True, nogil=True, inline="always")
-def process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend, g):
+def process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, npend, g):
     """Phase 3, Flink's ``processMatchesAccordingToSkipStrategy``: this event's completed
     matches join the queue of held matches (ordered by start event); a held match is released
     once no live run of the next list started before it (at once with no skip), and the skip
@@ -358,8 +363,12 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend
         nh += 1
     head = 0
     while head < nh:
-        if skip_code != NO_SKIP and nb > 0 and hq_spos[head] > W_spos[bo]:
-            break
+        if skip_code != NO_SKIP:
+            oldest = W_spos[bo] if nb > 0 else BIG  # the oldest live run, listed or parked
+            if P[16][PM_LIVE] > 0:
+                oldest = min(oldest, min_spos(P))
+            if hq_spos[head] > oldest:
+                break
         node = hq_node[head]
         pid = pruning_point(skip_code, skip_stage, node, n_row, n_stage, n_parent)
         head += 1
@@ -368,6 +377,8 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend
                 release(n_row, n_stage, n_parent, n_ref, meta, W_node[bo])
                 bo += 1
                 nb -= 1
+            if P[16][PM_LIVE] > 0:
+                prune(P, pid, strict_prune, n_row, n_stage, n_parent, n_ref, meta)
             while head < nh and (hq_spos[head] < pid or (not strict_prune and hq_spos[head] == pid)):
                 release(n_row, n_stage, n_parent, n_ref, meta, hq_node[head])
                 head += 1
@@ -387,17 +398,21 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend
 
 
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
-def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur):
+def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK):
     """Step key ``cur[KEY]`` from its event ``cur[J]`` on through the three phases, with the
     arrays it is given (it never grows one, so its loops do no reference counting). Stops at
     an event boundary when an array is too small (NEED_ROOM) or the matches of the last event
     do not fit the outputs (NEED_OUT, ``cur[ROOM]`` events needed; they wait in ``E``); the
     caller grows it and calls again."""
-    window, tick_ts = opts[0], opts[6]
+    window, tick_ts, want_timeouts = opts[0], opts[6], opts[3]
     per_run = mode[0]
     vw = mode[3]
-    order, row0, ts, start_mask = batch[1], batch[2], batch[3], batch[6]
-    W_state, W_sts, W_wake, W_vs, W_v, v_at = W[0], W[2], W[4], W[5], W[6], W[7]
+    order, row0, ts, masks, cols, start_mask = batch[1], batch[2], batch[3], batch[4], batch[5], batch[6]
+    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = W
+    code, consts = prog[10], prog[11]
+    vm_stack = S[4]
+    pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
+    pm = P[16]
     p_node = done[0]
     hq_sts = Q[0]
     pend_node, pend_g, pend_flag, pend_tts = E
@@ -435,7 +450,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
             g = BIG
         else:
             row = order[row_lo + j]
-            if na == 0 and nh == 0 and (dead or start_mask[row] == 0):
+            if na == 0 and nh == 0 and pm[PM_LIVE] == 0 and (dead or start_mask[row] == 0):
                 # nothing alive for this key: jump to its next row that can start a match
                 if dead:
                     j = n_rows
@@ -445,19 +460,25 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                     j += 1
                 continue
             t = ts[row]
-            if min_wake > j and (dead or start_mask[row] == 0) and (na == 0 or not expired(t, W_sts[ao], window)):
+            if pm[PM_LIVE] > 0:  # the parked runs this event wakes join the step (phase 2)
+                wake_parked(P, pk_col, pk_op, row, cols)
+            if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
+                    and (na == 0 or not expired(t, W_sts[ao], window))
+                    and (pm[PM_LIVE] == 0 or not any_expired(P, t, window))):
                 # every run waits past this event, none times out and nothing starts: the
                 # event changes nothing (no run, held match or start)
                 j += 1
                 continue
             g = row0 + row
         # room for this event: nodes, runs, completed, held and emitted matches
-        need = (na + 1) * per_run
-        if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + na + need > hq_sts.shape[0]
-                or nh + 2 * na + need > pend_node.shape[0] or need > p_node.shape[0]):
+        nk = pm[PM_NK]
+        need = (na + nk + 1) * per_run
+        n_all = na + pm[PM_LIVE]
+        if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
+                or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0] or not park_room(P, need)):
             code_ = NEED_ROOM
             break
-        if v_at[0] + need > (v_at[1] + 1) * 2 * cap:
+        if v_at[0] + need + nk > (v_at[1] + 1) * 2 * cap:
             # the V arena's half is used up: the live runs' V move to the other half's start
             w = (1 - v_at[1]) * 2 * cap
             for i in range(ao, ao + na):
@@ -471,22 +492,39 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         for phase in range(2):
             fast = False
             if phase == 0:  # 1. advanceTime (when no run times out nothing changes)
+                npend0 = npend
                 timed_out, bo, nb, npot, npend = advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g,
                                                               final_tick)
+                if pm[PM_LIVE] > 0:
+                    parked_out, npend = timeouts(P, t, window, final_tick, want_timeouts, g, pend_node, pend_g,
+                                                 pend_flag, pend_tts, npend, n_row, n_stage, n_parent, n_ref, meta)
+                    timed_out = timed_out or parked_out
                 if not timed_out:
                     continue
+                if npend - npend0 > 1:  # in path order, wherever the runs were kept
+                    sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
             else:  # 2. computeNextStates
                 if final_tick:
                     break
+                if pm[PM_NK] > 0:  # the woken parked runs join the list, in start order (the other half)
+                    dst = (1 - a_half) * cap
+                    na = take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst,
+                                    j - 1)
+                    ao = dst
+                    a_half = 1 - a_half
+                    min_wake = -1  # a full step
+                na0 = na
                 bo, nb, npot, fast, dead, stamp, min_wake = compute_next_states(
                     prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
-                    n_rows, j - 1, row, t, g)
-                if nb > max_runs:
-                    cur[ROOM] = nb
+                    n_rows, j - 1, row, t, g, pk_idx)
+                nb = park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
+                               W_vs, W_v, vw, bo, nb, na0 if fast else 0, code, consts, masks, cols, vm_stack)
+                if nb + pm[PM_LIVE] > max_runs:
+                    cur[ROOM] = nb + pm[PM_LIVE]
                     code_ = OVER_CAPACITY
                     break
             # 3. processMatchesAccordingToSkipStrategy, after each of them
-            bo, nb, nh, npend = process_matches(opts, mode, W, done, aux, Q, E, buf, bo, nb, npot, nh, npend, g)
+            bo, nb, nh, npend = process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, npend, g)
             if phase == 1 and not fast:  # the next list becomes the current one
                 a_half = 1 - a_half
             ao = bo
@@ -572,6 +610,10 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
          np.empty(max_edges, np.int32), np.empty(STACK, np.float64), np.zeros(prog[7].shape[0] + 1, np.uint8),
          np.full(prog[7].shape[0] + 1, -1, np.int64), walk)
     cur = np.zeros(N_CURSOR, np.int64)
+    # parked runs (kernels/park.py): per state whether its waiting runs park, and the park
+    PK = park_table(prog[0], prog[15], prog[7], prog[8], prog[9], prog[14], prog[10], st_merge, merging)
+    pk_idx = PK[0]
+    P = new_park(PK[1].shape[0], 16, vw)
     n_old_keys = r_ptr.shape[0] - 1
     out_runs = 0
     out_held = 0
@@ -580,6 +622,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         # ---- load the key's carried runs and held matches
         na = 0
         nh = 0
+        P[16][:] = 0  # an empty park (every slot was freed when the last key was stored)
+        P[10][:] = 0
         if k < n_old_keys:
             lo = r_ptr[k]
             na = r_ptr[k + 1] - lo
@@ -587,15 +631,24 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 cap = 2 * na
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
-            for i in range(na):
-                W_state[i] = r_state[lo + i]
-                W_node[i] = r_node[lo + i]
-                W_sts[i] = r_sts[lo + i]
-                W_spos[i] = r_spos[lo + i]
-                W_wake[i] = -1
-                W_vs[i] = i
+            P = grow_park(P, na, vw)
+            n_carried = na
+            na = 0
+            for i in range(n_carried):  # runs in a parkable state park, the others are listed
+                W_state[na] = r_state[lo + i]
+                W_node[na] = r_node[lo + i]
+                W_sts[na] = r_sts[lo + i]
+                W_spos[na] = r_spos[lo + i]
+                W_wake[na] = -1
+                W_vs[na] = na
                 for jj in range(vw):
-                    W_v[i * vw + jj] = r_v[lo + i, jj]
+                    W_v[na * vw + jj] = r_v[lo + i, jj]
+                s = r_state[lo + i]
+                if pk_idx[s] >= 0:
+                    park(P, PK[1], PK[2], PK[3], PK[4], pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v, na * vw,
+                         vw, prog[10], prog[11], batch[4], batch[5], S[4])
+                else:
+                    na += 1
             lo = h_ptr[k]
             nh = h_ptr[k + 1] - lo
             if nh > Q[0].shape[0]:
@@ -623,7 +676,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         while cur[N_EVENTS] > 0:  # (a key without events here keeps its state as it is)
             W = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
             code_ = _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, (n_row, n_stage, n_parent, n_ref,
-                             meta), (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage), cur)
+                             meta), (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage), cur, P, PK)
             nm = cur[NM]
             ne = cur[NE]
             if code_ == DONE:
@@ -644,7 +697,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 continue
             # NEED_ROOM
             ao, na, nh = cur[AO], cur[NA], cur[NH]
-            need = (na + 1) * per_run
+            need = (na + P[16][PM_NK] + 1) * per_run
+            P = grow_park(P, need, vw)
             if meta[0] - meta[2] + need > max_nodes:
                 status[0] = ERR_NODES
                 status[1] = k
@@ -672,7 +726,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                     ht_size *= 2
                 aux = (np.empty(cap, np.uint8), np.empty(cap, np.int64), np.empty(ht_size, np.int64),
                        np.full(ht_size, -1, np.int64))
-            room = 2 * (nh + 2 * na + need)
+            room = 2 * (nh + 2 * (na + P[16][PM_LIVE]) + need)
             if room > Q[0].shape[0]:
                 Q = (grow(Q[0], room), grow(Q[1], room), grow(Q[2], room), grow(Q[3], room))
             if room > E[0].shape[0]:
@@ -683,13 +737,14 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
 
         # ---- store the key's runs and held matches
         ao, na, nh = cur[AO], cur[NA], cur[NH]
-        if out_runs + na > nr_state.shape[0]:
-            n2 = max(2 * nr_state.shape[0], out_runs + na)
+        n_all = na + P[16][PM_LIVE]
+        if out_runs + n_all > nr_state.shape[0]:
+            n2 = max(2 * nr_state.shape[0], out_runs + n_all)
             if opts[8] > 0:  # the runs of all keys (the state's bytes): grow to the bound at most
-                if out_runs + na > opts[8]:
+                if out_runs + n_all > opts[8]:
                     status[0] = ERR_CAPACITY
                     status[1] = k
-                    status[2] = -(out_runs + na)  # negative: all keys' runs
+                    status[2] = -(out_runs + n_all)  # negative: all keys' runs
                     break
                 n2 = min(n2, opts[8])
             nr_state = grow(nr_state, n2)
@@ -697,14 +752,27 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
             nr_sts = grow(nr_sts, n2)
             nr_spos = grow(nr_spos, n2)
             nr_v = grow_rows(nr_v, n2)
-        for i in range(na):
-            nr_state[out_runs + i] = W_state[ao + i]
-            nr_node[out_runs + i] = W_node[ao + i]
-            nr_sts[out_runs + i] = W_sts[ao + i]
-            nr_spos[out_runs + i] = W_spos[ao + i]
-            for jj in range(vw):
-                nr_v[out_runs + i, jj] = W_v[W_vs[ao + i] * vw + jj]
-        out_runs += na
+        i = 0
+        P_state, P_node, P_sts, P_spos, P_v = P[0], P[1], P[2], P[3], P[5]
+        for x in range(n_all):  # the listed and the parked runs, merged in start order
+            ps = min_spos(P)
+            if i < na and W_spos[ao + i] <= ps:
+                nr_state[out_runs + x] = W_state[ao + i]
+                nr_node[out_runs + x] = W_node[ao + i]
+                nr_sts[out_runs + x] = W_sts[ao + i]
+                nr_spos[out_runs + x] = W_spos[ao + i]
+                for jj in range(vw):
+                    nr_v[out_runs + x, jj] = W_v[W_vs[ao + i] * vw + jj]
+                i += 1
+            else:
+                slot = pop_oldest(P)
+                nr_state[out_runs + x] = P_state[slot]
+                nr_node[out_runs + x] = P_node[slot]
+                nr_sts[out_runs + x] = P_sts[slot]
+                nr_spos[out_runs + x] = P_spos[slot]
+                for jj in range(vw):
+                    nr_v[out_runs + x, jj] = P_v[slot * vw + jj]
+        out_runs += n_all
         nr_ptr[k + 1] = out_runs
         if out_held + nh > nh_sts.shape[0]:
             n2 = max(2 * nh_sts.shape[0], out_held + nh)

@@ -1,0 +1,230 @@
+"""Parked runs (kernels/park.py, issue 22): the park table, the park's heaps against a
+plain-Python model, and threshold-waiting patterns (the P5 shape and the shapes beside it)
+giving the same matches whole, in 1-row batches, through snapshots and against the reference."""
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import colcep as cc
+from colcep.conditions import lower
+from colcep.kernels import buffer as kb
+from colcep.kernels import codes as kcodes
+from colcep.kernels import park as kp
+from colcep.kernels import vm
+from colcep.kernels.runs import expired
+from colcep.skip import NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
+from conformance import engine_colcep, engine_reference
+
+price, volume = cc.col("price"), cc.col("volume")
+last_a = cc.last("price", of="a")
+
+
+# ----------------------------------------------------------------------------- the park table
+def _table(pattern, merging=False):
+    prog = cc.compile(pattern)
+    t = prog.tables()
+    pk = kp.park_table(t[0], t[15], t[7], t[8], t[9], t[14], t[10], t[17], merging)
+    names = prog.nfa.state_names
+    return prog, {names[s]: (None if pk[0][s] < 0 else (int(pk[2][pk[0][s]]), bool(pk[5][pk[0][s]])))
+                  for s in range(len(names))}
+
+
+def _b(cond):
+    return cc.Pattern.begin("a").where(volume > 500.0).followed_by("b").where(cond).within("1h")
+
+
+def test_park_table():
+    assert _table(_b(price > 1.05 * last_a))[1]["b"] == (vm.C_GT, False)
+    assert _table(_b(price < last_a * 0.97))[1]["b"] == (vm.C_LT, False)
+    assert _table(_b(last_a * 1.04 + 0.01 <= price))[1]["b"] == (vm.C_GE, False)  # mirrored
+    assert _table(_b((price > 1.04 * last_a) & (volume > 3.0)))[1]["b"] == (vm.C_GT, True)
+    assert _table(_b((volume > 3.0) & (price <= 1.04 * last_a)))[1]["b"] == (vm.C_LE, True)
+    assert _table(_b((price + volume > last_a) & (volume > 3.0)))[1]["b"] == (vm.C_GT, True)  # one float row
+    assert _table(_b((price > last_a * volume) & (volume > 3.0)))[1]["b"] is None  # the event on both sides
+    assert _table(_b(price == last_a))[1]["b"] is None  # == waits in the list (scanned)
+    assert _table(_b(~(price > last_a)))[1]["b"] is None  # negated
+    assert _table(_b(price > 3.0))[1]["b"] is None  # a mask: scanned
+    assert _table(_b((price > last_a) | (volume > 3.0)))[1]["b"] is None
+    any_ = cc.Pattern.begin("a").where(volume > 5.0).followed_by_any("b").where(price > last_a)
+    assert _table(any_)[1]["b"] == (vm.C_GT, False)
+    assert set(_table(any_)[1].values()) - {None} == {(vm.C_GT, False)}
+
+
+# ----------------------------------------------------------------------------- the heaps, against a model
+OPS = st.sampled_from([vm.C_GT, vm.C_GE, vm.C_LT, vm.C_LE])
+
+
+def _tables(op):
+    e = {vm.C_GT: price > last_a, vm.C_GE: price >= last_a, vm.C_LT: price < last_a, vm.C_LE: price <= last_a}[op]
+    low = lower([e], ["a", "b"], {})
+    x, op2, t0, t1 = low.cond_thr[0].tolist()
+    assert op2 == op
+    one = np.zeros(1, np.int64)
+    return low, x, one + x, one + op, one + t0, one + t1
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS, st.lists(st.tuples(st.sampled_from(["park", "wake", "take", "timeout", "prune", "grow"]),
+                               st.integers(0, 9), st.integers(0, 40)), max_size=60), st.booleans())
+def test_park_matches_a_python_model(op, ops, strict):
+    low, x, pk_col, pk_op, pk_t0, pk_t1 = _tables(op)
+    vw = max(1, low.v_width)
+    P = kp.new_park(1, 4, vw)
+    n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(256)
+    cols = np.zeros((max(1, x + 1), 1))
+    masks = np.zeros((1, 1), np.uint8)
+    stack = np.empty(vm.STACK)
+    model = {}  # seq -> [spos, sts, thr, node, woken]
+    seq = 0
+    spos_next = 0
+    window = 10
+    W = [np.zeros(512, np.int32), np.zeros(512, np.int64), np.zeros(512, np.int64), np.zeros(512, np.int64),
+         np.zeros(512, np.int64), np.zeros(512, np.int64), np.zeros(512 * vw), np.zeros(2, np.int64)]
+    for kind, a, b in ops:
+        if kind == "park":
+            if not kp.park_room(P, 1):
+                P = kp.grow_park(P, 1, vw)
+            v = np.empty(vw)
+            vm.v_init(v)
+            thr = float(a) if b % 7 else np.nan
+            vm.v_update(v, 0, thr, 0.0)
+            node = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, spos_next, 0, -1)
+            n_ref[node] += 1
+            spos = spos_next - (b % 3)  # mostly in start order, not always
+            kp.park(P, pk_col, pk_op, pk_t0, pk_t1, 0, 1, node, spos // 2, spos, v, 0, vw, low.code, low.consts,
+                    masks, cols, stack)
+            model[seq] = [spos, spos // 2, thr, node, False]
+            seq += 1
+            spos_next += 3
+        elif kind == "grow":
+            P = kp.grow_park(P, a + 1, vw)
+        elif kind == "wake":
+            cols[x, 0] = float(a)
+            before = P[16][kp.PM_NK]
+            kp.wake_parked(P, pk_col, pk_op, 0, cols)
+            got = sorted(int(s) for s in P[15][before:P[16][kp.PM_NK]])
+            want = []
+            for s, r in model.items():
+                if not r[4] and r[2] == r[2] and vm.compare(op, float(a), r[2]):
+                    r[4] = True
+                    want.append(s)
+            assert got == sorted(want)
+        elif kind == "take":
+            na = 0
+            n = kp.take_woken(P, *W[:7], W[7], vw, 0, na, 0, 99)
+            woken = sorted((r[0], s) for s, r in model.items() if r[4])
+            assert n == len(woken)
+            assert W[3][:n].tolist() == [sp for sp, _ in woken]
+            assert W[1][:n].tolist() == [model[s][3] for _, s in woken]
+            for _, s in woken:
+                kb.release(n_row, n_stage, n_parent, n_ref, meta, model.pop(s)[3])
+            W[7][0] = 0
+        elif kind == "timeout":
+            t = a + b // 4
+            pend = [np.zeros(256, np.int64), np.zeros(256, np.int64), np.zeros(256, np.int32), np.zeros(256, np.int64)]
+            any_, npend = kp.timeouts(P, t, window, False, True, 7, *pend, 0, n_row, n_stage, n_parent, n_ref, meta)
+            out = sorted((r[0], s) for s, r in model.items() if expired(t, r[1], window))
+            assert any_ == bool(out) and npend == len(out)
+            assert pend[0][:npend].tolist() == [model[s][3] for _, s in out]
+            assert pend[3][:npend].tolist() == [model[s][1] + window for _, s in out]
+            for i in range(npend):
+                kb.release(n_row, n_stage, n_parent, n_ref, meta, pend[0][i])
+            for _, s in out:
+                del model[s]
+        else:  # prune
+            pid = a * 3
+            kp.prune(P, pid, strict, n_row, n_stage, n_parent, n_ref, meta)
+            for s in [s for s, r in model.items() if r[0] < pid or (not strict and r[0] == pid)]:
+                del model[s]
+        assert P[16][kp.PM_LIVE] == len(model)
+        assert kp.min_spos(P) == min((r[0] for r in model.values()), default=kcodes.BIG)
+    assert kb.live_nodes(n_ref, meta[0]) == len(model)
+
+
+def test_sort_timeouts_orders_by_path():
+    n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(16)
+    a = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 5, 0, -1)
+    b1 = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 9, 1, a)
+    b0 = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 7, 1, a)
+    c = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 2, 0, -1)
+    node = np.array([b1, a, c, b0], np.int64)
+    g = np.array([1, 2, 3, 4], np.int64)
+    flag = np.ones(4, np.int32)
+    tts = np.array([10, 20, 30, 40], np.int64)
+    kp.sort_timeouts(node, g, flag, tts, 0, 4, n_row, n_stage, n_parent)
+    assert node.tolist() == [c, a, b0, b1] and tts.tolist() == [30, 20, 40, 10]
+
+
+# ----------------------------------------------------------------------------- whole scans
+SHAPES = {
+    "P5": _b(price > 1.003 * last_a),
+    "drop": _b(price < 0.997 * last_a),
+    "level_ge": _b(price >= last_a * 1.001 + 0.01),
+    "conjunct": _b((price > 1.001 * last_a) & (volume > 300.0)),
+    "two_levels": (cc.Pattern.begin("a").where(volume > 500.0).followed_by("b").where(price > 1.002 * last_a)
+                   .followed_by("c").where(price > 1.002 * cc.last("price", of="b")).within("1h")),
+    "any": (cc.Pattern.begin("a").where(volume > 700.0).followed_by_any("b").where(price > 1.001 * last_a)
+            .within("2s")),
+    "no_window": cc.Pattern.begin("a").where(volume > 800.0).followed_by("b").where(price > 1.003 * last_a),
+}
+SKIPS = {"none": NoSkip(), "next": SkipToNext(), "past": SkipPastLastEvent(), "first": SkipToFirst("a"),
+         "last": SkipToLast("a")}
+
+
+def _ticks(n, keys, seed):
+    from colcep.ticks import make_ticks
+    return make_ticks(n, keys, seed)
+
+
+def _run(p, tbl, timeouts, batch=None, snapshot=False):
+    m = cc.Matcher(p, key="name", time="ts", timeouts=timeouts, columns=None)
+    if batch is None:
+        return pa.concat_tables([m.process(tbl), m.close()])
+    parts = []
+    for i in range(0, tbl.num_rows, batch):
+        parts.append(m.process(tbl.slice(i, batch)))
+        if snapshot:
+            m = cc.Matcher.restore(cc.compile(p), m.snapshot())
+    parts.append(m.close())
+    return pa.concat_tables(parts)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("skip", list(SKIPS))
+def test_shapes_in_batches_equal_the_whole_run(shape, skip):
+    p = SHAPES[shape].skip(SKIPS[skip])
+    tbl = _ticks(1500, 3, 11)
+    for timeouts in (False, True):
+        whole = _run(p, tbl, timeouts)
+        assert whole.num_rows > 0
+        assert _run(p, tbl, timeouts, batch=1).equals(whole)
+        assert _run(p, tbl, timeouts, batch=97, snapshot=True).equals(whole)
+
+
+def _case(p, tbl, within_ms):
+    from colcep.pattern_json import to_dict
+    d = tbl.to_pydict()
+    events = [{"id": i, "name": d["name"][i], "ts": d["ts"][i], "price": d["price"][i], "volume": d["volume"][i]}
+              for i in range(tbl.num_rows)]
+    pattern = dict(to_dict(p, key="name"), within_ms=within_ms)  # the reference reads within_ms
+    del pattern["within"]
+    return {"id": "park", "pattern": pattern, "events": events}
+
+
+def _key(m):
+    return tuple(sorted((k, tuple(v)) for k, v in m.items()))
+
+
+@pytest.mark.parametrize("shape", ["P5", "drop", "conjunct", "two_levels", "any"])
+@pytest.mark.parametrize("skip", ["none", "past", "first"])
+def test_shapes_equal_the_reference(shape, skip):
+    ms = 2000 if shape == "any" else 40  # a short window: runs time out inside the data
+    p = SHAPES[shape].skip(SKIPS[skip]).within(ms)
+    case = _case(p, _ticks(400, 2, 3), ms)
+    for timeouts in (False, True):
+        got, got_to = engine_colcep(case, timeouts)
+        ref, ref_to = engine_reference(case, timeouts)
+        assert sorted(map(_key, got)) == sorted(map(_key, ref))
+        assert sorted((_key(m), t) for m, t in got_to) == sorted((_key(m), t) for m, t in ref_to)
