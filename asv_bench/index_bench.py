@@ -118,7 +118,11 @@ def main():
     ap.add_argument("--shapes", default="P5")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--heap", action="store_true", help="also the heap loop (P5's yardstick)")
+    ap.add_argument("--chunk", type=int, default=0, help="set colcep.matcher.CHUNK_ROWS (an experiment)")
     a = ap.parse_args()
+    if a.chunk:
+        import colcep.matcher
+        colcep.matcher.CHUNK_ROWS = a.chunk
     all_shapes = shapes()
     names = list(all_shapes) if a.shapes == "all" else a.shapes.split(",")
     events = [int(float(x)) for x in a.events.split(",")]

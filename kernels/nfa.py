@@ -72,10 +72,10 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_LIVE, PM_NK, any_expired, grow_park, min_spos, new_park, park, park_pass, park_room,
+from .park import (PM_FREE, PM_HIGH, PM_LIVE, PM_NK, PM_SN, any_expired, grow_park, min_spos, new_park, park, park_pass, park_room,
                    park_table, pop_oldest, prune, sort_timeouts, take_woken, timeouts, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
-from .vm import STACK, VW, v_update
+from .vm import C_GE, C_GT, STACK, VW, compare, v_update
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
 J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS = range(15)
@@ -397,6 +397,19 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, np
     return bo, nb, nh, npend
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _park_fits(P, need):
+    """Room to park ``need`` more runs without compacting (``park.park_room`` otherwise)."""
+    cap = P[0].shape[0]
+    pm, H_n = P[16], P[10]
+    if cap - pm[PM_HIGH] + pm[PM_FREE] < need or pm[PM_SN] + need > cap:
+        return False
+    for i in range(H_n.shape[0]):
+        if H_n[i] + need > cap:
+            return False
+    return True
+
+
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK):
     """Step key ``cur[KEY]`` from its event ``cur[J]`` on through the three phases, with the
@@ -412,7 +425,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     code, consts = prog[10], prog[11]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
-    pm = P[16]
+    P_sts, P_seq, H_key, H_n, S_seq, S_slot, pm = P[2], P[4], P[7], P[10], P[12], P[13], P[16]
+    n_pk = H_n.shape[0]
     p_node = done[0]
     hq_sts = Q[0]
     pend_node, pend_g, pend_flag, pend_tts = E
@@ -448,6 +462,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
             row = -1
             t = tick_ts
             g = BIG
+            parked_expire = True
         else:
             row = order[row_lo + j]
             if na == 0 and nh == 0 and pm[PM_LIVE] == 0 and (dead or start_mask[row] == 0):
@@ -460,11 +475,22 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                     j += 1
                 continue
             t = ts[row]
-            if pm[PM_LIVE] > 0:  # the parked runs this event wakes join the step (phase 2)
-                wake_parked(P, pk_col, pk_op, row, cols)
+            parked_expire = False
+            if pm[PM_LIVE] > 0:
+                # the parked runs this event wakes join the step (phase 2): a look at each
+                # threshold heap's top first (a stale top only makes the look pessimistic)
+                for i in range(n_pk):
+                    if H_n[i] > 0:
+                        op = pk_op[i]
+                        key = H_key[i, 0]
+                        if compare(op, cols[pk_col[i], row], key if (op == C_GT or op == C_GE) else -key):
+                            wake_parked(P, pk_col, pk_op, row, cols)
+                            break
+                if window > 0 and pm[PM_SN] > 0 and (P_seq[S_slot[0]] != S_seq[0]
+                                                     or expired(t, P_sts[S_slot[0]], window)):
+                    parked_expire = any_expired(P, t, window)
             if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
-                    and (na == 0 or not expired(t, W_sts[ao], window))
-                    and (pm[PM_LIVE] == 0 or not any_expired(P, t, window))):
+                    and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
                 # every run waits past this event, none times out and nothing starts: the
                 # event changes nothing (no run, held match or start)
                 j += 1
@@ -475,7 +501,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         need = (na + nk + 1) * per_run
         n_all = na + pm[PM_LIVE]
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
-                or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0] or not park_room(P, need)):
+                or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
+                or not _park_fits(P, need) and not park_room(P, need)):
             code_ = NEED_ROOM
             break
         if v_at[0] + need + nk > (v_at[1] + 1) * 2 * cap:
@@ -495,7 +522,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 npend0 = npend
                 timed_out, bo, nb, npot, npend = advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g,
                                                               final_tick)
-                if pm[PM_LIVE] > 0:
+                if pm[PM_LIVE] > 0 and parked_expire:
                     parked_out, npend = timeouts(P, t, window, final_tick, want_timeouts, g, pend_node, pend_g,
                                                  pend_flag, pend_tts, npend, n_row, n_stage, n_parent, n_ref, meta)
                     timed_out = timed_out or parked_out
@@ -517,8 +544,9 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 bo, nb, npot, fast, dead, stamp, min_wake = compute_next_states(
                     prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
                     n_rows, j - 1, row, t, g, pk_idx)
-                nb = park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
-                               W_vs, W_v, vw, bo, nb, na0 if fast else 0, code, consts, masks, cols, vm_stack)
+                if nb > (na0 if fast else 0):
+                    nb = park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
+                                   W_vs, W_v, vw, bo, nb, na0 if fast else 0, code, consts, masks, cols, vm_stack)
                 if nb + pm[PM_LIVE] > max_runs:
                     cur[ROOM] = nb + pm[PM_LIVE]
                     code_ = OVER_CAPACITY

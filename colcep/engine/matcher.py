@@ -47,6 +47,7 @@ DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 4 << 30  # the bound on what the state and a call allocate: 4 GiB
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
+CHUNK_ROWS_PER_RUN = 16  # ... and per carried run: a call loads and stores them all
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
@@ -417,15 +418,18 @@ class Matcher:
             # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
             # (in arrival order) those reads stay in the cache. Every call appends to the same
             # (pooled) output arrays.
+            # A call loads and stores every carried run: at least CHUNK_ROWS_PER_RUN rows a run.
             nm = ne = 0
-            chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys)
             report = self.on_progress
-            for lo in range(0, max(n, 1), chunk):
+            lo = 0
+            while lo < max(n, 1):
+                chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys, CHUNK_ROWS_PER_RUN * st.runs.state.shape[0])
                 hi = min(n, lo + chunk)
                 nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi], cols[:, lo:hi],
                                       start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK, nm, ne)
                 if report is not None:
                     report(row0 + hi, st.matches_out + nm)
+                lo = max(hi, 1)
             m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
             events = self._in_emission_order(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1],
                                              e_row[:ne], e_stage[:ne], row0, row0 + n)
