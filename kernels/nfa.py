@@ -502,7 +502,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         n_all = na + pm[PM_LIVE]
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
                 or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
-                or not _park_fits(P, need) and not park_room(P, need)):
+                or not _park_fits(P, need) and not park_room(P, need)
+                or meta[0] - meta[2] + need > opts[5]):  # the bound, checked at every event (not only at growth)
             code_ = NEED_ROOM
             break
         if v_at[0] + need + nk > (v_at[1] + 1) * 2 * cap:
@@ -726,7 +727,12 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
             # NEED_ROOM
             ao, na, nh = cur[AO], cur[NA], cur[NH]
             need = (na + P[16][PM_NK] + 1) * per_run
-            P = grow_park(P, need, vw)
+            n_all = na + P[16][PM_LIVE]
+            if not park_room(P, need):
+                P = grow_park(P, need, vw)
+                if (n_row.shape[0] - meta[0] + meta[2] >= need and need <= cap and need <= done[0].shape[0]
+                        and nh + n_all + need <= Q[0].shape[0] and nh + 2 * n_all + need <= E[0].shape[0]):
+                    continue  # only the park was short of room: no other array grows (nor is the bound checked)
             if meta[0] - meta[2] + need > max_nodes:
                 status[0] = ERR_NODES
                 status[1] = k

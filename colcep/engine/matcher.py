@@ -47,7 +47,6 @@ DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 4 << 30  # the bound on what the state and a call allocate: 4 GiB
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 64  # ... but at least this many per key, or per-key work dominates
-CHUNK_ROWS_PER_RUN = 16  # ... and per carried run: a call loads and stores them all
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
@@ -418,12 +417,12 @@ class Matcher:
             # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
             # (in arrival order) those reads stay in the cache. Every call appends to the same
             # (pooled) output arrays.
-            # A call loads and stores every carried run: at least CHUNK_ROWS_PER_RUN rows a run.
+            # A call loads and stores every carried run: many runs make longer calls (shards.chunk_rows).
             nm = ne = 0
             report = self.on_progress
             lo = 0
             while lo < max(n, 1):
-                chunk = max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys, CHUNK_ROWS_PER_RUN * st.runs.state.shape[0])
+                chunk = shd.chunk_rows(max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys), st.runs.state.shape[0])
                 hi = min(n, lo + chunk)
                 nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi], cols[:, lo:hi],
                                       start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK, nm, ne)

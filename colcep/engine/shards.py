@@ -160,8 +160,9 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
     n = rows.shape[0]
     if n == 0 and tick_ts == NO_TICK:
         return out, nm, ne, status
-    for lo in range(0, max(n, 1), chunk):
-        hi = min(n, lo + chunk)
+    lo = 0
+    while lo < max(n, 1):
+        hi = min(n, lo + chunk_rows(chunk, shard.runs.state.shape[0]))
         r = rows[lo:hi]
         order, key_ptr = karr.group_by_key(local[lo:hi], n_keys)
         # the call reads the batch's columns over the span of its rows, copied (as one thread's
@@ -178,7 +179,19 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
             return out, nm, ne, status
         if done is not None:
             done[s, 0], done[s, 1] = hi, nm
+        lo = max(hi, 1)
     return out, nm, ne, status
+
+
+MANY_RUNS = 1024  # carried runs past which a kernel call takes more rows ...
+CHUNK_ROWS_PER_RUN = 16  # ... this many per run: a call loads and stores every carried run
+
+
+def chunk_rows(chunk: int, runs: int) -> int:
+    """Rows of the next kernel call: ``chunk``, or more with many carried runs, so that loading
+    and storing them stays a small part of a call (kernels/park.py keeps the waiting ones
+    untouched within a call)."""
+    return max(chunk, CHUNK_ROWS_PER_RUN * runs) if runs > MANY_RUNS else chunk
 
 
 def _invoke(kernel: Callable, *args) -> tuple:
