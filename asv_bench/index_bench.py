@@ -119,7 +119,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--heap", action="store_true", help="also the heap loop (P5's yardstick)")
     ap.add_argument("--chunk", type=int, default=0, help="set colcep.matcher.CHUNK_ROWS (an experiment)")
+    ap.add_argument("--many-runs", type=int, default=0, help="set colcep.shards.MANY_RUNS (an experiment)")
     a = ap.parse_args()
+    if a.many_runs:
+        import colcep.shards
+        colcep.shards.MANY_RUNS = a.many_runs
     if a.chunk:
         import colcep.matcher
         colcep.matcher.CHUNK_ROWS = a.chunk

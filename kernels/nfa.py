@@ -80,6 +80,8 @@ from .vm import C_GE, C_GT, STACK, VW, compare, v_update
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
 J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS = range(15)
 N_CURSOR = 15
+# a key parks its waiting runs (kernels/park.py) from this many live runs on
+PARK_MIN = 64
 # what _run_key asks of its caller
 DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY, INTERRUPTED = 0, 1, 2, 3, 4
 
@@ -122,7 +124,7 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake,
-                        row_lo, n_rows, jc, row, t, g, pk_idx):
+                        row_lo, n_rows, jc, row, t, g, pk_idx, parking):
     """Phase 2, Flink's ``computeNextStates`` for every run in start order, then for the start
     run: a DFS over PROCEED edges whose conditions hold collects the TAKE / IGNORE edges; TAKE
     appends a node to the buffer and updates the run's V; a run reaching the final state is a
@@ -163,7 +165,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                 continue  # the start run takes nothing here
         else:
             wake = W_wake[ao + i]
-            parks = pk_idx[W_state[ao + i]] >= 0  # a woken parked run: this event only is checked
+            parks = parking and pk_idx[W_state[ao + i]] >= 0  # parked again: this event only is checked
             if wake <= jc and sleep_cond[W_state[ao + i]] >= 0:
                 wake = next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code, consts,
                                   masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
@@ -297,7 +299,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                                 c = vg_col[vg]
                                 v_update(W_v, xo + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
                     wake = jc + 1  # the next event this run must see
-                    if pk_idx[s1] >= 0:
+                    if parking and pk_idx[s1] >= 0:
                         wake = BIG  # parked after this step: the park wakes it
                     elif sleep_cond[s1] >= 0:
                         wake = next_event(sleep_cond[s1], cond_kind, cond_a, cond_b, cond_thr, code, consts, masks,
@@ -500,10 +502,13 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         nk = pm[PM_NK]
         need = (na + nk + 1) * per_run
         n_all = na + pm[PM_LIVE]
+        parking = n_all >= PARK_MIN  # a key with few runs steps them all (parking them costs more)
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
                 or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
                 or not _park_fits(P, need) and not park_room(P, need)
-                or meta[0] - meta[2] + need > opts[5]):  # the bound, checked at every event (not only at growth)
+                or meta[0] - meta[2] + (n_all + 1) * per_run > opts[5]):
+            # (the bound, checked at every event for every run, listed or parked: where a batch
+            # is cut and which runs park do not change where it is exceeded)
             code_ = NEED_ROOM
             break
         if v_at[0] + need + nk > (v_at[1] + 1) * 2 * cap:
@@ -544,8 +549,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 na0 = na
                 bo, nb, npot, fast, dead, stamp, min_wake = compute_next_states(
                     prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
-                    n_rows, j - 1, row, t, g, pk_idx)
-                if nb > (na0 if fast else 0):
+                    n_rows, j - 1, row, t, g, pk_idx, parking)
+                if parking and nb > (na0 if fast else 0):
                     nb = park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
                                    W_vs, W_v, vw, bo, nb, na0 if fast else 0, code, consts, masks, cols, vm_stack)
                 if nb + pm[PM_LIVE] > max_runs:
@@ -663,6 +668,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
             P = grow_park(P, na, vw)
             n_carried = na
             na = 0
+            parking = n_carried >= PARK_MIN
             for i in range(n_carried):  # runs in a parkable state park, the others are listed
                 W_state[na] = r_state[lo + i]
                 W_node[na] = r_node[lo + i]
@@ -673,7 +679,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 for jj in range(vw):
                     W_v[na * vw + jj] = r_v[lo + i, jj]
                 s = r_state[lo + i]
-                if pk_idx[s] >= 0:
+                if parking and pk_idx[s] >= 0:
                     park(P, PK[1], PK[2], PK[3], PK[4], pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v, na * vw,
                          vw, prog[10], prog[11], batch[4], batch[5], S[4])
                 else:
@@ -733,7 +739,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 if (n_row.shape[0] - meta[0] + meta[2] >= need and need <= cap and need <= done[0].shape[0]
                         and nh + n_all + need <= Q[0].shape[0] and nh + 2 * n_all + need <= E[0].shape[0]):
                     continue  # only the park was short of room: no other array grows (nor is the bound checked)
-            if meta[0] - meta[2] + need > max_nodes:
+            if meta[0] - meta[2] + (n_all + 1) * per_run > max_nodes:
                 status[0] = ERR_NODES
                 status[1] = k
                 status[2] = meta[0] - meta[2]  # the live nodes
@@ -788,8 +794,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
             nr_v = grow_rows(nr_v, n2)
         i = 0
         P_state, P_node, P_sts, P_spos, P_v = P[0], P[1], P[2], P[3], P[5]
+        ps = min_spos(P) if P[16][PM_LIVE] > 0 else BIG
         for x in range(n_all):  # the listed and the parked runs, merged in start order
-            ps = min_spos(P)
             if i < na and W_spos[ao + i] <= ps:
                 nr_state[out_runs + x] = W_state[ao + i]
                 nr_node[out_runs + x] = W_node[ao + i]
@@ -800,6 +806,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 i += 1
             else:
                 slot = pop_oldest(P)
+                ps = min_spos(P) if P[16][PM_LIVE] > 0 else BIG
                 nr_state[out_runs + x] = P_state[slot]
                 nr_node[out_runs + x] = P_node[slot]
                 nr_sts[out_runs + x] = P_sts[slot]
