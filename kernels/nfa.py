@@ -429,6 +429,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
     P_sts, P_seq, H_key, H_n, S_seq, S_slot, pm = P[2], P[4], P[7], P[10], P[12], P[13], P[16]
     n_pk = H_n.shape[0]
+    any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     p_node = done[0]
     hq_sts = Q[0]
     pend_node, pend_g, pend_flag, pend_tts = E
@@ -502,10 +503,10 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         nk = pm[PM_NK]
         need = (na + nk + 1) * per_run
         n_all = na + pm[PM_LIVE]
-        parking = n_all >= PARK_MIN  # a key with few runs steps them all (parking them costs more)
+        parking = any_park and n_all >= PARK_MIN  # a key with few runs steps them all (parking costs more)
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
                 or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
-                or not _park_fits(P, need) and not park_room(P, need)
+                or parking and not _park_fits(P, need) and not park_room(P, need)
                 or meta[0] - meta[2] + (n_all + 1) * per_run > opts[5]):
             # (the bound, checked at every event for every run, listed or parked: where a batch
             # is cut and which runs park do not change where it is exceeded)
@@ -647,7 +648,9 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
     # parked runs (kernels/park.py): per state whether its waiting runs park, and the park
     PK = park_table(prog[0], prog[15], prog[7], prog[8], prog[9], prog[14], prog[10], st_merge, merging)
     pk_idx = PK[0]
+    any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     P = new_park(PK[1].shape[0], 16, vw)
+    pm = P[16]
     n_old_keys = r_ptr.shape[0] - 1
     out_runs = 0
     out_held = 0
@@ -656,8 +659,11 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         # ---- load the key's carried runs and held matches
         na = 0
         nh = 0
-        P[16][:] = 0  # an empty park (every slot was freed when the last key was stored)
-        P[10][:] = 0
+        if pm[PM_HIGH] > 0:  # an empty park (every slot was freed when the last key was stored)
+            for i in range(pm.shape[0]):
+                pm[i] = 0
+            for i in range(P[10].shape[0]):
+                P[10][i] = 0
         if k < n_old_keys:
             lo = r_ptr[k]
             na = r_ptr[k + 1] - lo
@@ -665,10 +671,12 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 cap = 2 * na
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
-            P = grow_park(P, na, vw)
             n_carried = na
             na = 0
-            parking = n_carried >= PARK_MIN
+            parking = any_park and n_carried >= PARK_MIN
+            if parking:
+                P = grow_park(P, n_carried, vw)
+                pm = P[16]
             for i in range(n_carried):  # runs in a parkable state park, the others are listed
                 W_state[na] = r_state[lo + i]
                 W_node[na] = r_node[lo + i]
@@ -736,6 +744,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
             n_all = na + P[16][PM_LIVE]
             if not park_room(P, need):
                 P = grow_park(P, need, vw)
+                pm = P[16]
                 if (n_row.shape[0] - meta[0] + meta[2] >= need and need <= cap and need <= done[0].shape[0]
                         and nh + n_all + need <= Q[0].shape[0] and nh + 2 * n_all + need <= E[0].shape[0]):
                     continue  # only the park was short of room: no other array grows (nor is the bound checked)
