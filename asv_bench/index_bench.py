@@ -118,15 +118,15 @@ def main():
     ap.add_argument("--shapes", default="P5")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--heap", action="store_true", help="also the heap loop (P5's yardstick)")
-    ap.add_argument("--chunk", type=int, default=0, help="set colcep.matcher.CHUNK_ROWS (an experiment)")
-    ap.add_argument("--many-runs", type=int, default=0, help="set colcep.shards.MANY_RUNS (an experiment)")
+    ap.add_argument("--chunk", type=int, default=0, help="set colcep.engine.matcher.CHUNK_ROWS (an experiment)")
+    ap.add_argument("--many-runs", type=int, default=0, help="set colcep.engine.shards.MANY_RUNS (an experiment)")
     a = ap.parse_args()
     if a.many_runs:
-        import colcep.shards
-        colcep.shards.MANY_RUNS = a.many_runs
+        import colcep.engine.shards
+        colcep.engine.shards.MANY_RUNS = a.many_runs
     if a.chunk:
-        import colcep.matcher
-        colcep.matcher.CHUNK_ROWS = a.chunk
+        import colcep.engine.matcher
+        colcep.engine.matcher.CHUNK_ROWS = a.chunk
     all_shapes = shapes()
     names = list(all_shapes) if a.shapes == "all" else a.shapes.split(",")
     events = [int(float(x)) for x in a.events.split(",")]

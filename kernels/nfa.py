@@ -134,7 +134,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
     ``stamp``, ``min_wake``."""
     (st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a, cond_b, code, consts,
      vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge) = prog[:18]
-    window, max_runs = opts[0], opts[4]
+    window = opts[0]
     per_run, merging, vw = mode[0], mode[2], mode[3]
     order, ts, masks, cols, start_mask = batch[1], batch[3], batch[4], batch[5], batch[6]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = W

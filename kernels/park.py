@@ -32,7 +32,7 @@ from .buffer import compare_paths, release
 from .codes import BIG, COND_PROGRAM, NORMAL, TIME_MAX
 from .runs import expired
 from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_COL, OP_CONST, OP_ISIN, OP_ISNULL,
-                 OP_MASK, OP_NOT, OP_OR, OP_TRUE, compare, eval_value)
+                 OP_MASK, OP_NOT, OP_OR, compare, eval_value)
 
 # pm: the park's counts
 PM_FREE, PM_HIGH, PM_LIVE, PM_SEQ, PM_SN, PM_NK = range(6)
@@ -510,7 +510,7 @@ def timeouts(P, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend
 def prune(P, pid, strict, n_row, n_stage, n_parent, n_ref, meta):
     """The skip strategy's pruning for the parked runs: those started before ``pid`` (or at
     it, unless ``strict``) are discarded."""
-    P_node, S_spos = P[1], P[11]
+    P_node = P[1]
     while True:
         s = min_spos(P)
         if s == BIG or not (s < pid or (not strict and s == pid)):

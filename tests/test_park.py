@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
-from colcep.conditions import lower
+from colcep.engine.conditions import lower
 from colcep.kernels import buffer as kb
 from colcep.kernels import codes as kcodes
 from colcep.kernels import park as kp
@@ -212,7 +212,7 @@ def test_shapes_in_batches_equal_the_whole_run(shape, skip):
 
 
 def _case(p, tbl, within_ms):
-    from colcep.pattern_json import to_dict
+    from colcep.lang.json_format import to_dict
     d = tbl.to_pydict()
     events = [{"id": i, "name": d["name"][i], "ts": d["ts"][i], "price": d["price"][i], "volume": d["volume"][i]}
               for i in range(tbl.num_rows)]

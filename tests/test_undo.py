@@ -38,6 +38,9 @@ def _fail_then_feed(m: cc.Matcher, tbl: pa.Table, sizes) -> pa.Table:
         start += batch.num_rows
         before = m.snapshot()
         nodes, runs, held = m.buffer_nodes, m.live_partial_matches, m._state.nbytes()
+        if batch.num_rows == 0:  # no kernel runs for an empty batch (it only binds the schema): no step to fail
+            parts.append(m.process(batch))
+            continue
         m._output = boom
         with pytest.raises(Boom):
             m.process(batch)
