@@ -272,7 +272,8 @@ def test_ctrl_c_stops_the_scan_and_finishes_the_meter_line():
         threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
         try:
-            cc.match(tbl, p, key="k", time="ts", max_partial_matches=10**9, threads=2, progress=True)
+            cc.match(tbl, p, key="k", time="ts", max_partial_matches=10**9, max_state_bytes=1 << 40, threads=2,
+                     progress=True)
         except KeyboardInterrupt:
             sys.stdout.write(f"took {time.monotonic() - t0:.2f}\\n" + err.getvalue())
             sys.exit(0)
