@@ -72,8 +72,8 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_FREE, PM_HIGH, PM_LIVE, PM_NK, PM_SN, any_expired, grow_park, min_spos, new_park, park, park_pass, park_room,
-                   park_table, pop_oldest, prune, sort_timeouts, take_woken, timeouts, wake_parked)
+from .park import (PM_FREE, PM_HIGH, PM_LIVE, PM_NK, any_expired, fit_park, grow_park, min_spos, park, park_fits,
+                   park_pass, park_room, park_table, prune, sort_timeouts, take_woken, timeouts, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, VW, compare, v_update
 
@@ -329,7 +329,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
 
 
 @njit(cache=True, nogil=True, inline="always")
-def process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, npend, g):
+def process_matches(opts, mode, W, done, aux, Q, E, buf, P, k, bo, nb, npot, nh, npend, g):
     """Phase 3, Flink's ``processMatchesAccordingToSkipStrategy``: this event's completed
     matches join the queue of held matches (ordered by start event); a held match is released
     once no live run of the next list started before it (at once with no skip), and the skip
@@ -367,8 +367,8 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, np
     while head < nh:
         if skip_code != NO_SKIP:
             oldest = W_spos[bo] if nb > 0 else BIG  # the oldest live run, listed or parked
-            if P[16][PM_LIVE] > 0:
-                oldest = min(oldest, min_spos(P))
+            if P[15][k] > 0:
+                oldest = min(oldest, min_spos(P, k))
             if hq_spos[head] > oldest:
                 break
         node = hq_node[head]
@@ -379,8 +379,8 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, np
                 release(n_row, n_stage, n_parent, n_ref, meta, W_node[bo])
                 bo += 1
                 nb -= 1
-            if P[16][PM_LIVE] > 0:
-                prune(P, pid, strict_prune, n_row, n_stage, n_parent, n_ref, meta)
+            if P[15][k] > 0:
+                prune(P, k, pid, strict_prune, n_row, n_stage, n_parent, n_ref, meta)
             while head < nh and (hq_spos[head] < pid or (not strict_prune and hq_spos[head] == pid)):
                 release(n_row, n_stage, n_parent, n_ref, meta, hq_node[head])
                 head += 1
@@ -399,19 +399,6 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, np
     return bo, nb, nh, npend
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _park_fits(P, need):
-    """Room to park ``need`` more runs without compacting (``park.park_room`` otherwise)."""
-    cap = P[0].shape[0]
-    pm, H_n = P[16], P[10]
-    if cap - pm[PM_HIGH] + pm[PM_FREE] < need or pm[PM_SN] + need > cap:
-        return False
-    for i in range(H_n.shape[0]):
-        if H_n[i] + need > cap:
-            return False
-    return True
-
-
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK):
     """Step key ``cur[KEY]`` from its event ``cur[J]`` on through the three phases, with the
@@ -427,8 +414,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     code, consts = prog[10], prog[11]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
-    P_sts, P_seq, H_key, H_n, S_seq, S_slot, pm = P[2], P[4], P[7], P[10], P[12], P[13], P[16]
-    n_pk = H_n.shape[0]
+    P_sts, P_seq, AK, AS, AQ, SEG, KL, pm = P[2], P[4], P[11], P[12], P[13], P[14], P[15], P[18]
+    n_pk = SEG.shape[1] // 3 - 1
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     p_node = done[0]
     hq_sts = Q[0]
@@ -468,7 +455,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
             parked_expire = True
         else:
             row = order[row_lo + j]
-            if na == 0 and nh == 0 and pm[PM_LIVE] == 0 and (dead or start_mask[row] == 0):
+            if na == 0 and nh == 0 and KL[k] == 0 and (dead or start_mask[row] == 0):
                 # nothing alive for this key: jump to its next row that can start a match
                 if dead:
                     j = n_rows
@@ -479,19 +466,20 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 continue
             t = ts[row]
             parked_expire = False
-            if pm[PM_LIVE] > 0:
+            if KL[k] > 0:
                 # the parked runs this event wakes join the step (phase 2): a look at each
                 # threshold heap's top first (a stale top only makes the look pessimistic)
                 for i in range(n_pk):
-                    if H_n[i] > 0:
+                    if SEG[k, 3 * i + 1] > 0:
                         op = pk_op[i]
-                        key = H_key[i, 0]
+                        key = AK[SEG[k, 3 * i]]
                         if compare(op, cols[pk_col[i], row], key if (op == C_GT or op == C_GE) else -key):
-                            wake_parked(P, pk_col, pk_op, row, cols)
+                            wake_parked(P, k, pk_col, pk_op, row, cols)
                             break
-                if window > 0 and pm[PM_SN] > 0 and (P_seq[S_slot[0]] != S_seq[0]
-                                                     or expired(t, P_sts[S_slot[0]], window)):
-                    parked_expire = any_expired(P, t, window)
+                if window > 0 and SEG[k, 3 * n_pk + 1] > 0:
+                    top = SEG[k, 3 * n_pk]
+                    if P_seq[AS[top]] != AQ[top] or expired(t, P_sts[AS[top]], window):
+                        parked_expire = any_expired(P, k, t, window)
             if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
                     and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
                 # every run waits past this event, none times out and nothing starts: the
@@ -502,11 +490,11 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         # room for this event: nodes, runs, completed, held and emitted matches
         nk = pm[PM_NK]
         need = (na + nk + 1) * per_run
-        n_all = na + pm[PM_LIVE]
+        n_all = na + KL[k]
         parking = any_park and n_all >= PARK_MIN  # a key with few runs steps them all (parking costs more)
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
                 or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
-                or parking and not _park_fits(P, need) and not park_room(P, need)
+                or parking and not park_fits(P, k, need) and not park_room(P, k, need)
                 or meta[0] - meta[2] + (n_all + 1) * per_run > opts[5]):
             # (the bound, checked at every event for every run, listed or parked: where a batch
             # is cut and which runs park do not change where it is exceeded)
@@ -529,8 +517,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 npend0 = npend
                 timed_out, bo, nb, npot, npend = advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g,
                                                               final_tick)
-                if pm[PM_LIVE] > 0 and parked_expire:
-                    parked_out, npend = timeouts(P, t, window, final_tick, want_timeouts, g, pend_node, pend_g,
+                if KL[k] > 0 and parked_expire:
+                    parked_out, npend = timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g,
                                                  pend_flag, pend_tts, npend, n_row, n_stage, n_parent, n_ref, meta)
                     timed_out = timed_out or parked_out
                 if not timed_out:
@@ -552,14 +540,14 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                     prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
                     n_rows, j - 1, row, t, g, pk_idx, parking)
                 if parking and nb > (na0 if fast else 0):
-                    nb = park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
+                    nb = park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
                                    W_vs, W_v, vw, bo, nb, na0 if fast else 0, code, consts, masks, cols, vm_stack)
-                if nb + pm[PM_LIVE] > max_runs:
-                    cur[ROOM] = nb + pm[PM_LIVE]
+                if nb + KL[k] > max_runs:
+                    cur[ROOM] = nb + KL[k]
                     code_ = OVER_CAPACITY
                     break
             # 3. processMatchesAccordingToSkipStrategy, after each of them
-            bo, nb, nh, npend = process_matches(opts, mode, W, done, aux, Q, E, buf, P, bo, nb, npot, nh, npend, g)
+            bo, nb, nh, npend = process_matches(opts, mode, W, done, aux, Q, E, buf, P, k, bo, nb, npot, nh, npend, g)
             if phase == 1 and not fast:  # the next list becomes the current one
                 a_half = 1 - a_half
             ao = bo
@@ -573,7 +561,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne):
+def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
     """Process one batch (see the module docstring); every argument but the counts is a group:
 
     - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
@@ -583,14 +571,17 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
       ``order`` grouping them by key (CSR ``key_ptr``); ``row0`` is the stream position of
       the batch's first row;
     - ``runs`` (ptr, state, node, start ts, start pos, V) and ``held`` (ptr, start ts, start
-      pos, end pos, node): the carried runs and held matches per key (CSR over keys);
-      ``start_dead[k]`` is set (in place) when a STOP state discarded key k's start run,
-      which Flink never recreates; ``buf``: the shared buffer (row, stage, parent, ref, meta);
+      pos, end pos, node): the carried listed runs and held matches per key (CSR over keys);
+      ``park_``: the carried parked runs (``kernels.park``, changed in place: an open call's
+      changes are undoable); ``start_dead[k]`` is set (in place) when a STOP state discarded key
+      k's start run, which Flink never recreates; ``buf``: the shared buffer (row, stage,
+      parent, ref, meta);
     - ``out``: the output arrays, appended to after ``nm`` matches and ``ne`` events.
 
-    Returns the new ``runs``, ``held``, ``buf`` (possibly grown) and ``out``, the numbers of
-    matches and events written in all, and a status (code, key, figure). After an error the
-    returned state is partial."""
+    A key without events in the call keeps its runs as they are (its listed runs and held
+    matches are copied, its parked runs not touched). Returns the new ``runs``, ``held``, ``buf``
+    and park (possibly grown) and ``out``, the numbers of matches and events written in all,
+    and a status (code, key, figure). After an error the returned state is partial."""
     key_ptr = batch[0]
     n_keys = key_ptr.shape[0] - 1
     r_ptr, r_state, r_node, r_sts, r_spos, r_v = runs
@@ -649,34 +640,63 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
     PK = park_table(prog[0], prog[15], prog[7], prog[8], prog[9], prog[14], prog[10], st_merge, merging)
     pk_idx = PK[0]
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
-    P = new_park(PK[1].shape[0], 16, vw)
-    pm = P[16]
+    P = fit_park(park_, PK[1].shape[0], vw, n_keys)
+    pm = P[18]
+    pm[PM_NK] = 0
     n_old_keys = r_ptr.shape[0] - 1
     out_runs = 0
     out_held = 0
 
     for k in range(n_keys):
-        # ---- load the key's carried runs and held matches
+        n_rows = key_ptr[k + 1] - key_ptr[k]
+        n_events = n_rows + 1 if tick_ts != NO_TICK else n_rows
+        lo = r_ptr[k] if k < n_old_keys else 0
+        n_carried = r_ptr[k + 1] - lo if k < n_old_keys else 0
+        if n_events == 0:  # ---- a key without events keeps its state: the listed runs are copied
+            if out_runs + n_carried > nr_state.shape[0]:
+                n2 = max(2 * nr_state.shape[0], out_runs + n_carried)
+                nr_state = grow(nr_state, n2)
+                nr_node = grow(nr_node, n2)
+                nr_sts = grow(nr_sts, n2)
+                nr_spos = grow(nr_spos, n2)
+                nr_v = grow_rows(nr_v, n2)
+            for i in range(n_carried):
+                nr_state[out_runs + i] = r_state[lo + i]
+                nr_node[out_runs + i] = r_node[lo + i]
+                nr_sts[out_runs + i] = r_sts[lo + i]
+                nr_spos[out_runs + i] = r_spos[lo + i]
+                for jj in range(vw):
+                    nr_v[out_runs + i, jj] = r_v[lo + i, jj]
+            out_runs += n_carried
+            nr_ptr[k + 1] = out_runs
+            hl = h_ptr[k] if k < n_old_keys else 0
+            nh = h_ptr[k + 1] - hl if k < n_old_keys else 0
+            if out_held + nh > nh_sts.shape[0]:
+                n2 = max(2 * nh_sts.shape[0], out_held + nh)
+                nh_sts = grow(nh_sts, n2)
+                nh_spos = grow(nh_spos, n2)
+                nh_epos = grow(nh_epos, n2)
+                nh_node = grow(nh_node, n2)
+            for i in range(nh):
+                nh_sts[out_held + i] = h_sts[hl + i]
+                nh_spos[out_held + i] = h_spos[hl + i]
+                nh_epos[out_held + i] = h_epos[hl + i]
+                nh_node[out_held + i] = h_node[hl + i]
+            out_held += nh
+            nh_ptr[k + 1] = out_held
+            continue
+        # ---- load the key's carried runs and held matches (its parked runs stay parked)
         na = 0
         nh = 0
-        if pm[PM_HIGH] > 0:  # an empty park (every slot was freed when the last key was stored)
-            for i in range(pm.shape[0]):
-                pm[i] = 0
-            for i in range(P[10].shape[0]):
-                P[10][i] = 0
-        if k < n_old_keys:
-            lo = r_ptr[k]
-            na = r_ptr[k + 1] - lo
-            if na > cap:
-                cap = 2 * na
+        if n_carried > 0:
+            if n_carried > cap:
+                cap = 2 * n_carried
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
-            n_carried = na
-            na = 0
-            parking = any_park and n_carried >= PARK_MIN
-            if parking:
-                P = grow_park(P, n_carried, vw)
-                pm = P[16]
+            parking = any_park and n_carried + P[15][k] >= PARK_MIN
+            if parking and not park_fits(P, k, n_carried):
+                P = grow_park(P, k, n_carried, vw)
+                pm = P[18]
             for i in range(n_carried):  # runs in a parkable state park, the others are listed
                 W_state[na] = r_state[lo + i]
                 W_node[na] = r_node[lo + i]
@@ -688,10 +708,11 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                     W_v[na * vw + jj] = r_v[lo + i, jj]
                 s = r_state[lo + i]
                 if parking and pk_idx[s] >= 0:
-                    park(P, PK[1], PK[2], PK[3], PK[4], pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v, na * vw,
-                         vw, prog[10], prog[11], batch[4], batch[5], S[4])
+                    park(P, k, PK[1], PK[2], PK[3], PK[4], pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v,
+                         na * vw, vw, prog[10], prog[11], batch[4], batch[5], S[4])
                 else:
                     na += 1
+        if k < n_old_keys:
             lo = h_ptr[k]
             nh = h_ptr[k + 1] - lo
             if nh > Q[0].shape[0]:
@@ -703,7 +724,6 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 Q[3][i] = h_node[lo + i]
         v_at[0] = na  # the carried runs' V are the arena's first slots
         v_at[1] = 0
-        n_rows = key_ptr[k + 1] - key_ptr[k]
         stamp = cur[STAMP]  # condition results are cached under stamps unique in the call
         cur[:] = 0
         cur[STAMP] = stamp
@@ -715,8 +735,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         cur[KEY] = k
         cur[ROW_LO] = key_ptr[k]
         cur[N_ROWS] = n_rows
-        cur[N_EVENTS] = n_rows + 1 if tick_ts != NO_TICK else n_rows
-        while cur[N_EVENTS] > 0:  # (a key without events here keeps its state as it is)
+        cur[N_EVENTS] = n_events
+        while True:
             W = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
             code_ = _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, (n_row, n_stage, n_parent, n_ref,
                              meta), (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage), cur, P, PK)
@@ -740,11 +760,17 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                 continue
             # NEED_ROOM
             ao, na, nh = cur[AO], cur[NA], cur[NH]
-            need = (na + P[16][PM_NK] + 1) * per_run
-            n_all = na + P[16][PM_LIVE]
-            if not park_room(P, need):
-                P = grow_park(P, need, vw)
-                pm = P[16]
+            need = (na + pm[PM_NK] + 1) * per_run
+            n_all = na + P[15][k]
+            if not park_room(P, k, need):
+                if opts[8] > 0 and P[0].shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need and \
+                        out_runs + na + pm[PM_LIVE] + need > opts[8]:  # the runs of all keys (the state's bytes)
+                    status[0] = ERR_CAPACITY
+                    status[1] = k
+                    status[2] = -(out_runs + na + pm[PM_LIVE])  # negative: all keys' runs
+                    break
+                P = grow_park(P, k, need, vw)
+                pm = P[18]
                 if (n_row.shape[0] - meta[0] + meta[2] >= need and need <= cap and need <= done[0].shape[0]
                         and nh + n_all + need <= Q[0].shape[0] and nh + 2 * n_all + need <= E[0].shape[0]):
                     continue  # only the park was short of room: no other array grows (nor is the bound checked)
@@ -775,7 +801,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
                     ht_size *= 2
                 aux = (np.empty(cap, np.uint8), np.empty(cap, np.int64), np.empty(ht_size, np.int64),
                        np.full(ht_size, -1, np.int64))
-            room = 2 * (nh + 2 * (na + P[16][PM_LIVE]) + need)
+            room = 2 * (nh + 2 * (na + P[15][k]) + need)
             if room > Q[0].shape[0]:
                 Q = (grow(Q[0], room), grow(Q[1], room), grow(Q[2], room), grow(Q[3], room))
             if room > E[0].shape[0]:
@@ -784,16 +810,15 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
         if status[0] != OK:
             break
 
-        # ---- store the key's runs and held matches
+        # ---- store the key's listed runs and held matches (its parked runs stay in the park)
         ao, na, nh = cur[AO], cur[NA], cur[NH]
-        n_all = na + P[16][PM_LIVE]
-        if out_runs + n_all > nr_state.shape[0]:
-            n2 = max(2 * nr_state.shape[0], out_runs + n_all)
+        if out_runs + na > nr_state.shape[0]:
+            n2 = max(2 * nr_state.shape[0], out_runs + na)
             if opts[8] > 0:  # the runs of all keys (the state's bytes): grow to the bound at most
-                if out_runs + n_all > opts[8]:
+                if out_runs + na + pm[PM_LIVE] > opts[8]:
                     status[0] = ERR_CAPACITY
                     status[1] = k
-                    status[2] = -(out_runs + n_all)  # negative: all keys' runs
+                    status[2] = -(out_runs + na + pm[PM_LIVE])  # negative: all keys' runs
                     break
                 n2 = min(n2, opts[8])
             nr_state = grow(nr_state, n2)
@@ -801,28 +826,14 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
             nr_sts = grow(nr_sts, n2)
             nr_spos = grow(nr_spos, n2)
             nr_v = grow_rows(nr_v, n2)
-        i = 0
-        P_state, P_node, P_sts, P_spos, P_v = P[0], P[1], P[2], P[3], P[5]
-        ps = min_spos(P) if P[16][PM_LIVE] > 0 else BIG
-        for x in range(n_all):  # the listed and the parked runs, merged in start order
-            if i < na and W_spos[ao + i] <= ps:
-                nr_state[out_runs + x] = W_state[ao + i]
-                nr_node[out_runs + x] = W_node[ao + i]
-                nr_sts[out_runs + x] = W_sts[ao + i]
-                nr_spos[out_runs + x] = W_spos[ao + i]
-                for jj in range(vw):
-                    nr_v[out_runs + x, jj] = W_v[W_vs[ao + i] * vw + jj]
-                i += 1
-            else:
-                slot = pop_oldest(P)
-                ps = min_spos(P) if P[16][PM_LIVE] > 0 else BIG
-                nr_state[out_runs + x] = P_state[slot]
-                nr_node[out_runs + x] = P_node[slot]
-                nr_sts[out_runs + x] = P_sts[slot]
-                nr_spos[out_runs + x] = P_spos[slot]
-                for jj in range(vw):
-                    nr_v[out_runs + x, jj] = P_v[slot * vw + jj]
-        out_runs += n_all
+        for i in range(na):
+            nr_state[out_runs + i] = W_state[ao + i]
+            nr_node[out_runs + i] = W_node[ao + i]
+            nr_sts[out_runs + i] = W_sts[ao + i]
+            nr_spos[out_runs + i] = W_spos[ao + i]
+            for jj in range(vw):
+                nr_v[out_runs + i, jj] = W_v[W_vs[ao + i] * vw + jj]
+        out_runs += na
         nr_ptr[k + 1] = out_runs
         if out_held + nh > nh_sts.shape[0]:
             n2 = max(2 * nh_sts.shape[0], out_held + nh)
@@ -840,5 +851,5 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, out, nm, ne)
 
     return ((nr_ptr, nr_state[:out_runs], nr_node[:out_runs], nr_sts[:out_runs], nr_spos[:out_runs], nr_v[:out_runs]),
             (nh_ptr, nh_sts[:out_held], nh_spos[:out_held], nh_epos[:out_held], nh_node[:out_held]),
-            (n_row, n_stage, n_parent, n_ref, meta), (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage),
+            (n_row, n_stage, n_parent, n_ref, meta), P, (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage),
             nm, ne, status)

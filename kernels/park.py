@@ -1,11 +1,11 @@
-"""Parked runs: a key's waiting runs indexed by what wakes them (issue 22).
+"""Parked runs: a key's waiting runs indexed by what wakes them, kept across calls (issue 22).
 
 A run in a waiting state (``graph.sleep_conditions``) whose condition compares one event
 column with a value fixed by the match (``price > 1.05 * last("price", of="a")``; ``<``,
 ``<=``, ``>``, ``>=``), possibly and-ed with further conjuncts, is unchanged by every event
 that does not cross its *threshold*. Instead of sitting in the start-ordered list of runs
 that ``nfa.compute_next_states`` visits at every event, such a run is *parked*: its fields
-go to a slot of a pool, and two binary heaps index it,
+go to a slot of a pool, and per key binary heaps index it,
 
 - per parkable state, a min-heap on the threshold (its negation for ``<`` / ``<=``), so the
   runs an event wakes are the heap's top entries: an event that wakes nothing costs one
@@ -13,11 +13,22 @@ go to a slot of a pool, and two binary heaps index it,
 - one min-heap on the start position (``spos``), for the window's time-outs, the skip
   strategies' pruning and the release of held matches, which act on the oldest runs first.
 
-Entries are deleted lazily: every park gets a sequence number, a heap entry whose slot no
-longer holds that number is stale and is dropped when it reaches the top (or when a heap is
-compacted, once it holds more than twice the live runs). A woken run leaves the pool and
-joins the step's list of runs at its place in start order; the runs the step leaves in a
-parkable state are parked again. No run that an event does not wake is touched or copied.
+The park is part of the carried state (``colcep.engine.state.Park``): a run stays parked from
+one call to the next, so a call costs what its events wake and time out, not the key's runs.
+One pool serves all keys of a part; each key's heaps are segments of one heap arena
+(``SEG[k]``: offset, entries, capacity per heap), moved to the arena's end when they fill and
+packed together when the arena grows. Entries are deleted lazily: every park gets a sequence
+number, a heap entry whose slot no longer holds that number is stale and is dropped when it
+reaches the top (or when a key's heap is compacted, once it holds more than twice the key's
+live runs). A woken run leaves the pool and joins the step's list of runs at its place in
+start order; the runs the step leaves in a parkable state are parked again.
+
+Undo (a failed call leaves the state as it was, as the buffer's ``open_call`` does): while a
+call is open (``open_call``), a slot live before the call that the call frees is quarantined,
+its fields intact and its sequence number kept (as ``-2 - seq``), instead of joining the free
+list; a parked run's fields never change in place. ``undo_call`` revives the quarantined slots,
+frees the ones parked during the call and rebuilds every heap from the live slots (time: the
+pool, on failure only); ``close_call`` frees the quarantine (time: what the call freed).
 
 The park table (``park_table``) says, per state, whether its runs park, on which column,
 operator and threshold program, and whether the rest of the condition must be checked at a
@@ -34,9 +45,19 @@ from .runs import expired
 from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_COL, OP_CONST, OP_ISIN, OP_ISNULL,
                  OP_MASK, OP_NOT, OP_OR, compare, eval_value)
 
-# pm: the park's counts
-PM_FREE, PM_HIGH, PM_LIVE, PM_SEQ, PM_SN, PM_NK = range(6)
-N_PM = 6
+# The park's arrays, in this order (``new_park``): the pool (a slot per parked run: state,
+# node, start time and position, sequence number (-1: free; -2 - seq: quarantined), V, key,
+# heap key (NaN: in no threshold heap)), the free list, the quarantine, the heap arena (key,
+# slot, sequence number per entry), SEG (per key and heap: offset, entries, capacity; heap
+# ``n_idx`` is the start heap), KL (live parked runs per key), the woken list (slot, sequence
+# number) and ``pm``. P_IDX is a slot's threshold heap (-1: none), for ``undo_call``.
+(P_STATE, P_NODE, P_STS, P_SPOS, P_SEQ, P_V, P_FREE_LIST, P_KEY, P_THR, P_IDX, P_QUAR, A_KEY, A_SLOT, A_SEQ, P_SEG,
+ P_KL, K_SLOT, K_SEQ, P_PM) = range(19)
+# pm: the park's counts: free slots, high water, next sequence number, woken runs, quarantined
+# slots, the arena's high water and its dead entries, the sequence number when the open call
+# began (-1: none open), live parked runs
+PM_FREE, PM_HIGH, PM_SEQ, PM_NK, PM_QN, PM_AHIGH, PM_AGARB, PM_SEQ0, PM_LIVE = range(9)
+N_PM = 9
 
 
 @njit(cache=True, nogil=True)
@@ -166,216 +187,228 @@ def park_table(st_kind, sleep_cond, cond_kind, cond_a, cond_b, cond_thr, code, s
 
 
 @njit(cache=True, nogil=True)
-def new_park(n_idx, cap, vw):
-    """Empty park storage for ``cap`` runs and ``n_idx`` threshold heaps."""
+def new_park(n_idx, cap, vw, n_keys):
+    """Empty park storage for ``cap`` runs, ``n_keys`` keys and ``n_idx`` threshold heaps a key."""
+    pm = np.zeros(N_PM, np.int64)
+    pm[PM_SEQ0] = -1
     return (np.empty(cap, np.int32), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
             np.full(cap, -1, np.int64), np.empty(cap * vw, np.float64), np.empty(cap, np.int64),
-            np.empty((n_idx, cap), np.float64), np.empty((n_idx, cap), np.int64), np.empty((n_idx, cap), np.int64),
-            np.zeros(n_idx, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
-            np.empty(cap, np.int64), np.empty(cap, np.int64), np.zeros(N_PM, np.int64))
+            np.empty(cap, np.int64), np.empty(cap, np.float64), np.empty(cap, np.int64), np.empty(cap, np.int64),
+            np.empty(0, np.float64), np.empty(0, np.int64), np.empty(0, np.int64),
+            np.zeros((n_keys, 3 * (n_idx + 1)), np.int64), np.zeros(n_keys, np.int64),
+            np.empty(cap, np.int64), np.empty(cap, np.int64), pm)
 
 
 @njit(cache=True, nogil=True)
-def grow_park(P, need, vw):
-    """``P`` with room for ``need`` more parked runs and heap entries (every array holds
-    ``cap`` runs: the pool, the heaps, the woken list), compacting first."""
-    (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, H_key, H_slot, H_seq, H_n, S_spos, S_seq, S_slot,
-     K_slot, K_seq, pm) = P
-    if park_room(P, need):
+def fit_park(P, n_idx, vw, n_keys):
+    """``P`` for a program with ``n_idx`` threshold heaps a key and V width ``vw``, over at least
+    ``n_keys`` keys: the same arrays when they fit (the per-key ones grown), a new empty park
+    when ``P`` was made for another shape and holds no run."""
+    SEG, KL = P[P_SEG], P[P_KL]
+    if SEG.shape[1] != 3 * (n_idx + 1) or (P[P_STATE].shape[0] > 0 and P[P_V].shape[0] != P[P_STATE].shape[0] * vw):
+        return new_park(n_idx, 16, vw, n_keys)
+    if SEG.shape[0] >= n_keys:
         return P
-    cap = P_state.shape[0]
-    want = max(pm[PM_HIGH] - pm[PM_FREE], pm[PM_SN])
-    for i in range(H_n.shape[0]):
-        want = max(want, H_n[i])
-    n2 = max(2 * cap, want + need + 16)
-    P_state = grow(P_state, n2)
-    P_node = grow(P_node, n2)
-    P_sts = grow(P_sts, n2)
-    P_spos = grow(P_spos, n2)
-    s2 = np.full(n2, -1, np.int64)
-    s2[:cap] = P_seq
-    P_seq = s2
-    P_v = grow(P_v, n2 * vw)
-    P_free = grow(P_free, n2)
-    K_slot = grow(K_slot, n2)
-    K_seq = grow(K_seq, n2)
-    S_spos = grow(S_spos, n2)
-    S_seq = grow(S_seq, n2)
-    S_slot = grow(S_slot, n2)
-    k2 = np.empty((H_key.shape[0], n2), np.float64)
-    a2 = np.empty((H_key.shape[0], n2), np.int64)
-    q2 = np.empty((H_key.shape[0], n2), np.int64)
-    for i in range(H_key.shape[0]):
-        for j in range(H_n[i]):
-            k2[i, j] = H_key[i, j]
-            a2[i, j] = H_slot[i, j]
-            q2[i, j] = H_seq[i, j]
-    return (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, k2, a2, q2, H_n, S_spos, S_seq, S_slot,
-            K_slot, K_seq, pm)
+    n2 = max(n_keys, 2 * SEG.shape[0])
+    seg2 = np.zeros((n2, SEG.shape[1]), np.int64)
+    seg2[:SEG.shape[0]] = SEG
+    kl2 = np.zeros(n2, np.int64)
+    kl2[:KL.shape[0]] = KL
+    return P[:14] + (seg2, kl2) + P[16:]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def park_fits(P, k, need):
+    """Room to park ``need`` more runs of key ``k`` without moving anything."""
+    SEG, pm = P[P_SEG], P[P_PM]
+    if P[P_STATE].shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need:
+        return False
+    for c in range(0, SEG.shape[1], 3):
+        if SEG[k, c + 2] - SEG[k, c + 1] < need:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
-def park_room(P, need):
-    """Whether ``need`` more runs can be parked (compacting heaps full of stale entries)."""
-    P_state, H_key, H_n, S_spos, pm = P[0], P[7], P[10], P[11], P[16]
-    if P_state.shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need:
+def park_room(P, k, need):
+    """Whether ``need`` more runs of key ``k`` can be parked, after compacting its heaps that are
+    mostly stale and moving the ones short of room to the arena's free end."""
+    SEG, pm = P[P_SEG], P[P_PM]
+    if P[P_STATE].shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need:
         return False
-    if pm[PM_SN] + need > S_spos.shape[0]:
-        compact_spos(P)
-        if pm[PM_SN] + need > S_spos.shape[0]:
-            return False
-    for i in range(H_n.shape[0]):
-        if H_n[i] + need > H_key.shape[1]:
-            compact_heap(P, i)
-            if H_n[i] + need > H_key.shape[1]:
+    for c in range(0, SEG.shape[1], 3):
+        if SEG[k, c + 2] - SEG[k, c + 1] < need:
+            compact_heap(P, k, c)
+            if SEG[k, c + 2] - SEG[k, c + 1] < need and not _move_segment(P, k, c, need):
                 return False
     return True
 
 
+@njit(cache=True, nogil=True)
+def _move_segment(P, k, c, need):
+    """Move heap ``c // 3`` of key ``k`` to the arena's free end with room for ``need`` more
+    entries; False when the arena has no such room."""
+    AK, AS, AQ, SEG, pm = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[P_PM]
+    off, n, cap = SEG[k, c], SEG[k, c + 1], SEG[k, c + 2]
+    cap2 = max(16, 2 * cap, n + need)
+    at = pm[PM_AHIGH]
+    if at + cap2 > AK.shape[0]:
+        return False
+    for i in range(n):
+        AK[at + i] = AK[off + i]
+        AS[at + i] = AS[off + i]
+        AQ[at + i] = AQ[off + i]
+    SEG[k, c] = at
+    SEG[k, c + 2] = cap2
+    pm[PM_AHIGH] = at + cap2
+    pm[PM_AGARB] += cap
+    return True
+
+
+@njit(cache=True, nogil=True)
+def grow_park(P, k, need, vw):
+    """``P`` with room to park ``need`` more runs of key ``k``: the pool grown (its slots keep
+    their numbers), the heap arena packed into new arrays with room for every key's heaps."""
+    if park_room(P, k, need):
+        return P
+    (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, P_key, P_thr, P_idx, P_quar, AK, AS, AQ, SEG, KL, K_slot,
+     K_seq, pm) = P
+    cap = P_state.shape[0]
+    if cap - pm[PM_HIGH] + pm[PM_FREE] < need:
+        n2 = max(2 * cap, pm[PM_HIGH] + need + 16)
+        P_state = grow(P_state, n2)
+        P_node = grow(P_node, n2)
+        P_sts = grow(P_sts, n2)
+        P_spos = grow(P_spos, n2)
+        s2 = np.full(n2, -1, np.int64)
+        s2[:cap] = P_seq
+        P_seq = s2
+        P_v = grow(P_v, n2 * vw)
+        P_free = grow(P_free, n2)
+        P_key = grow(P_key, n2)
+        P_thr = grow(P_thr, n2)
+        P_idx = grow(P_idx, n2)
+        P_quar = grow(P_quar, n2)
+        K_slot = grow(K_slot, n2)
+        K_seq = grow(K_seq, n2)
+    # pack the arena: every heap keeps its capacity, key k's get room for ``need`` more
+    used = 0
+    for kk in range(SEG.shape[0]):
+        for c in range(0, SEG.shape[1], 3):
+            used += SEG[kk, c + 2]
+            if kk == k and SEG[kk, c + 2] - SEG[kk, c + 1] < need:
+                used += max(16, SEG[kk, c + 1] + need)
+    a2 = max(2 * used, 64)
+    AK2 = np.empty(a2, np.float64)
+    AS2 = np.empty(a2, np.int64)
+    AQ2 = np.empty(a2, np.int64)
+    at = 0
+    for kk in range(SEG.shape[0]):
+        for c in range(0, SEG.shape[1], 3):
+            off, n, hc = SEG[kk, c], SEG[kk, c + 1], SEG[kk, c + 2]
+            if kk == k and hc - n < need:
+                hc = max(16, 2 * hc, n + need)
+            for i in range(n):
+                AK2[at + i] = AK[off + i]
+                AS2[at + i] = AS[off + i]
+                AQ2[at + i] = AQ[off + i]
+            SEG[kk, c] = at
+            SEG[kk, c + 2] = hc
+            at += hc
+    pm[PM_AHIGH] = at
+    pm[PM_AGARB] = 0
+    return (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, P_key, P_thr, P_idx, P_quar, AK2, AS2, AQ2, SEG, KL,
+            K_slot, K_seq, pm)
+
+
 # ----------------------------------------------------------------------------- heaps
+# A heap is a segment ``[b, b + n)`` of the arena (key, slot, sequence number); the start heap's
+# key is the start position (exact in a float64 below 2^53).
 @njit(cache=True, nogil=True, inline="always")
-def _key_less(ka, qa, kb, qb):
-    return ka < kb or (ka == kb and qa < qb)
+def _less(K, Q, a, b):
+    return K[a] < K[b] or (K[a] == K[b] and Q[a] < Q[b])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _swap(K, A, Q, a, b):
+    K[a], K[b] = K[b], K[a]
+    A[a], A[b] = A[b], A[a]
+    Q[a], Q[b] = Q[b], Q[a]
 
 
 @njit(cache=True, nogil=True)
-def _h_down(K, A, Q, i0, n, i):
-    """Sift entry ``i`` of heap row ``i0`` (``n`` entries) down."""
+def _h_down(K, A, Q, b, n, i):
+    """Sift entry ``i`` of the heap at ``b`` (``n`` entries) down."""
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _key_less(K[i0, c + 1], Q[i0, c + 1], K[i0, c], Q[i0, c]):
+        if c + 1 < n and _less(K, Q, b + c + 1, b + c):
             c += 1
-        if not _key_less(K[i0, c], Q[i0, c], K[i0, i], Q[i0, i]):
+        if not _less(K, Q, b + c, b + i):
             break
-        K[i0, i], K[i0, c] = K[i0, c], K[i0, i]
-        A[i0, i], A[i0, c] = A[i0, c], A[i0, i]
-        Q[i0, i], Q[i0, c] = Q[i0, c], Q[i0, i]
+        _swap(K, A, Q, b + i, b + c)
         i = c
 
 
 @njit(cache=True, nogil=True)
-def _h_push(K, A, Q, i0, n, key, slot, seq):
+def _h_push(K, A, Q, b, n, key, slot, seq):
     i = n
-    K[i0, i] = key
-    A[i0, i] = slot
-    Q[i0, i] = seq
+    K[b + i] = key
+    A[b + i] = slot
+    Q[b + i] = seq
     while i > 0:
         p = (i - 1) >> 1
-        if not _key_less(K[i0, i], Q[i0, i], K[i0, p], Q[i0, p]):
+        if not _less(K, Q, b + i, b + p):
             break
-        K[i0, i], K[i0, p] = K[i0, p], K[i0, i]
-        A[i0, i], A[i0, p] = A[i0, p], A[i0, i]
-        Q[i0, i], Q[i0, p] = Q[i0, p], Q[i0, i]
+        _swap(K, A, Q, b + i, b + p)
         i = p
 
 
 @njit(cache=True, nogil=True)
-def _h_pop(K, A, Q, i0, n):
-    """Remove the top of heap row ``i0`` (``n`` > 0 entries)."""
+def _h_pop(K, A, Q, b, n):
+    """Remove the top of the heap at ``b`` (``n`` > 0 entries)."""
     n -= 1
-    K[i0, 0] = K[i0, n]
-    A[i0, 0] = A[i0, n]
-    Q[i0, 0] = Q[i0, n]
-    _h_down(K, A, Q, i0, n, 0)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _s_less(S_spos, S_seq, a, b):
-    return S_spos[a] < S_spos[b] or (S_spos[a] == S_spos[b] and S_seq[a] < S_seq[b])
+    K[b] = K[b + n]
+    A[b] = A[b + n]
+    Q[b] = Q[b + n]
+    _h_down(K, A, Q, b, n, 0)
 
 
 @njit(cache=True, nogil=True)
-def _s_swap(S_spos, S_seq, S_slot, a, b):
-    S_spos[a], S_spos[b] = S_spos[b], S_spos[a]
-    S_seq[a], S_seq[b] = S_seq[b], S_seq[a]
-    S_slot[a], S_slot[b] = S_slot[b], S_slot[a]
+def _heapify(K, A, Q, b, n):
+    for r in range(n // 2 - 1, -1, -1):
+        _h_down(K, A, Q, b, n, r)
 
 
 @njit(cache=True, nogil=True)
-def _s_down(S_spos, S_seq, S_slot, n, i):
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and _s_less(S_spos, S_seq, c + 1, c):
-            c += 1
-        if not _s_less(S_spos, S_seq, c, i):
-            break
-        _s_swap(S_spos, S_seq, S_slot, i, c)
-        i = c
-
-
-@njit(cache=True, nogil=True)
-def _s_push(S_spos, S_seq, S_slot, n, spos, seq, slot):
-    i = n
-    S_spos[i] = spos
-    S_seq[i] = seq
-    S_slot[i] = slot
-    while i > 0:
-        p = (i - 1) >> 1
-        if not _s_less(S_spos, S_seq, i, p):
-            break
-        _s_swap(S_spos, S_seq, S_slot, i, p)
-        i = p
-
-
-@njit(cache=True, nogil=True)
-def _s_pop(S_spos, S_seq, S_slot, n):
-    n -= 1
-    S_spos[0] = S_spos[n]
-    S_seq[0] = S_seq[n]
-    S_slot[0] = S_slot[n]
-    _s_down(S_spos, S_seq, S_slot, n, 0)
-
-
-@njit(cache=True, nogil=True)
-def compact_heap(P, i0):
-    """Drop heap ``i0``'s stale entries when they are more than half of it; re-heapify."""
-    P_seq, H_key, H_slot, H_seq, H_n, pm = P[4], P[7], P[8], P[9], P[10], P[16]
-    n = H_n[i0]
-    if n <= 2 * pm[PM_LIVE] + 32:
+def compact_heap(P, k, c):
+    """Drop the stale entries of key ``k``'s heap ``c // 3`` when they are more than half of it;
+    re-heapify."""
+    P_seq, AK, AS, AQ, SEG, KL = P[P_SEQ], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[P_KL]
+    b, n = SEG[k, c], SEG[k, c + 1]
+    if n <= 2 * KL[k] + 32:
         return
     w = 0
     for r in range(n):
-        if P_seq[H_slot[i0, r]] == H_seq[i0, r]:
-            H_key[i0, w] = H_key[i0, r]
-            H_slot[i0, w] = H_slot[i0, r]
-            H_seq[i0, w] = H_seq[i0, r]
+        if P_seq[AS[b + r]] == AQ[b + r]:
+            AK[b + w] = AK[b + r]
+            AS[b + w] = AS[b + r]
+            AQ[b + w] = AQ[b + r]
             w += 1
-    H_n[i0] = w
-    for r in range(w // 2 - 1, -1, -1):
-        _h_down(H_key, H_slot, H_seq, i0, w, r)
-
-
-@njit(cache=True, nogil=True)
-def compact_spos(P):
-    P_seq, S_spos, S_seq, S_slot, pm = P[4], P[11], P[12], P[13], P[16]
-    n = pm[PM_SN]
-    if n <= 2 * pm[PM_LIVE] + 32:
-        return
-    w = 0
-    for r in range(n):
-        if P_seq[S_slot[r]] == S_seq[r]:
-            S_spos[w] = S_spos[r]
-            S_seq[w] = S_seq[r]
-            S_slot[w] = S_slot[r]
-            w += 1
-    pm[PM_SN] = w
-    for r in range(w // 2 - 1, -1, -1):
-        _s_down(S_spos, S_seq, S_slot, w, r)
+    SEG[k, c + 1] = w
+    _heapify(AK, AS, AQ, b, w)
 
 
 # ----------------------------------------------------------------------------- parking
 @njit(cache=True, nogil=True)
-def park(P, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, vw, code, consts, masks, cols,
+def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, vw, code, consts, masks, cols,
          vm_stack):
-    """Park a run (room must have been made): its fields and V (at ``v[voff]``) go to a free
-    slot, its threshold (the program ``code[t0:t1]`` over its V) to heap ``idx`` (not when it
-    is null: such a run never wakes) and its start to the start heap."""
-    (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, H_key, H_slot, H_seq, H_n, S_spos, S_seq, S_slot) = P[:14]
-    pm = P[16]
+    """Park a run of key ``k`` (room must have been made): its fields and V (at ``v[voff]``) go
+    to a free slot, its threshold (the program ``code[t0:t1]`` over its V) to the key's heap
+    ``idx`` (not when it is null: such a run never wakes) and its start to the key's start heap."""
+    (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, P_key, P_thr, P_idx) = P[:10]
+    AK, AS, AQ, SEG, KL, pm = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[P_KL], P[P_PM]
     if pm[PM_FREE] > 0:
         pm[PM_FREE] -= 1
         slot = P_free[pm[PM_FREE]]
@@ -385,114 +418,144 @@ def park(P, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, v
     seq = pm[PM_SEQ]
     pm[PM_SEQ] += 1
     pm[PM_LIVE] += 1
+    KL[k] += 1
     P_state[slot] = state
     P_node[slot] = node
     P_sts[slot] = sts
     P_spos[slot] = spos
     P_seq[slot] = seq
+    P_key[slot] = k
     b = slot * vw
     for jj in range(vw):
         P_v[b + jj] = v[voff + jj]
-    _s_push(S_spos, S_seq, S_slot, pm[PM_SN], spos, seq, slot)
-    pm[PM_SN] += 1
+    c = 3 * (SEG.shape[1] // 3 - 1)  # the start heap
+    _h_push(AK, AS, AQ, SEG[k, c], SEG[k, c + 1], float(spos), slot, seq)
+    SEG[k, c + 1] += 1
     thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, P_v, b, vm_stack)
     if thr == thr:
         op = pk_op[idx]
         key = thr if (op == C_GT or op == C_GE) else -thr
-        _h_push(H_key, H_slot, H_seq, idx, H_n[idx], key, slot, seq)
-        H_n[idx] += 1
+        P_thr[slot] = key
+        P_idx[slot] = idx
+        _h_push(AK, AS, AQ, SEG[k, 3 * idx], SEG[k, 3 * idx + 1], key, slot, seq)
+        SEG[k, 3 * idx + 1] += 1
+    else:
+        P_thr[slot] = np.nan
+        P_idx[slot] = -1
 
 
 @njit(cache=True, nogil=True, inline="always")
 def unpark(P, slot):
-    """Free a parked run's slot (its heap entries become stale)."""
-    P_seq, P_free, pm = P[4], P[6], P[16]
-    P_seq[slot] = -1
-    P_free[pm[PM_FREE]] = slot
-    pm[PM_FREE] += 1
+    """Free a parked run's slot (its heap entries become stale); a slot live before the open
+    call is quarantined instead, its fields intact (``undo_call`` may revive it)."""
+    P_seq, P_free, P_quar, KL, pm = P[P_SEQ], P[P_FREE_LIST], P[P_QUAR], P[P_KL], P[P_PM]
+    seq = P_seq[slot]
+    KL[P[P_KEY][slot]] -= 1
     pm[PM_LIVE] -= 1
+    if 0 <= seq < pm[PM_SEQ0]:
+        P_seq[slot] = -2 - seq
+        P_quar[pm[PM_QN]] = slot
+        pm[PM_QN] += 1
+    else:
+        P_seq[slot] = -1
+        P_free[pm[PM_FREE]] = slot
+        pm[PM_FREE] += 1
 
 
 @njit(cache=True, nogil=True)
-def wake_parked(P, pk_col, pk_op, row, cols):
-    """Move the parked runs that event ``row`` wakes (its column crosses their threshold) from
-    the threshold heaps to the woken list ``K`` (they stay parked until ``take_woken``).
-    Returns the number of woken runs."""
-    P_seq, H_key, H_slot, H_seq, H_n, K_slot, K_seq, pm = P[4], P[7], P[8], P[9], P[10], P[14], P[15], P[16]
+def wake_parked(P, k, pk_col, pk_op, row, cols):
+    """Move the parked runs of key ``k`` that event ``row`` wakes (its column crosses their
+    threshold) from the threshold heaps to the woken list ``K`` (they stay parked until
+    ``take_woken``). Returns the number of woken runs."""
+    P_seq, AK, AS, AQ, SEG, K_slot, K_seq, pm = (P[P_SEQ], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[K_SLOT],
+                                                 P[K_SEQ], P[P_PM])
     nk = pm[PM_NK]
-    for i in range(H_n.shape[0]):
-        n = H_n[i]
+    for i in range(SEG.shape[1] // 3 - 1):
+        b = SEG[k, 3 * i]
+        n = SEG[k, 3 * i + 1]
         if n == 0:
             continue
         x = cols[pk_col[i], row]
         op = pk_op[i]
         up = op == C_GT or op == C_GE
         while n > 0:
-            slot = H_slot[i, 0]
-            seq = H_seq[i, 0]
+            slot = AS[b]
+            seq = AQ[b]
             if P_seq[slot] == seq:
-                key = H_key[i, 0]
+                key = AK[b]
                 if not compare(op, x, key if up else -key):
                     break
                 K_slot[nk] = slot
                 K_seq[nk] = seq
                 nk += 1
-            _h_pop(H_key, H_slot, H_seq, i, n)
+            _h_pop(AK, AS, AQ, b, n)
             n -= 1
-        H_n[i] = n
+        SEG[k, 3 * i + 1] = n
     pm[PM_NK] = nk
     return nk
 
 
 @njit(cache=True, nogil=True)
-def min_spos(P):
-    """The start position of the oldest parked run (``BIG``: none); drops stale tops."""
-    P_seq, S_spos, S_seq, S_slot, pm = P[4], P[11], P[12], P[13], P[16]
-    n = pm[PM_SN]
-    while n > 0 and P_seq[S_slot[0]] != S_seq[0]:
-        _s_pop(S_spos, S_seq, S_slot, n)
+def min_spos(P, k):
+    """The start position of key ``k``'s oldest parked run (``BIG``: none); drops stale tops."""
+    P_seq, P_spos, AK, AS, AQ, SEG = P[P_SEQ], P[P_SPOS], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
+    c = SEG.shape[1] - 3
+    b = SEG[k, c]
+    n = SEG[k, c + 1]
+    while n > 0 and P_seq[AS[b]] != AQ[b]:
+        _h_pop(AK, AS, AQ, b, n)
         n -= 1
-    pm[PM_SN] = n
-    return S_spos[0] if n > 0 else BIG
+    SEG[k, c + 1] = n
+    return P_spos[AS[b]] if n > 0 else BIG
+
+
+@njit(cache=True, nogil=True, inline="always")
+def oldest_slot(P, k):
+    """The slot at the top of key ``k``'s start heap, stale or not (-1: empty)."""
+    SEG = P[P_SEG]
+    c = SEG.shape[1] - 3
+    return P[A_SLOT][SEG[k, c]] if SEG[k, c + 1] > 0 else -1
 
 
 @njit(cache=True, nogil=True)
-def any_expired(P, t, window):
-    """Whether a parked run's window has passed at time ``t``."""
-    if window <= 0 or min_spos(P) == BIG:
+def any_expired(P, k, t, window):
+    """Whether the window of one of key ``k``'s parked runs has passed at time ``t``."""
+    if window <= 0 or min_spos(P, k) == BIG:
         return False
-    return expired(t, P[2][P[13][0]], window)
+    return expired(t, P[P_STS][oldest_slot(P, k)], window)
 
 
 @njit(cache=True, nogil=True)
-def pop_oldest(P):
-    """Unpark the oldest parked run and return its slot (its fields stay readable until the
-    slot is reused); -1 when none."""
-    if min_spos(P) == BIG:
+def pop_oldest(P, k):
+    """Unpark key ``k``'s oldest parked run and return its slot (its fields stay readable until
+    the slot is reused); -1 when none."""
+    if min_spos(P, k) == BIG:
         return -1
-    S_spos, S_seq, S_slot, pm = P[11], P[12], P[13], P[16]
-    slot = S_slot[0]
-    _s_pop(S_spos, S_seq, S_slot, pm[PM_SN])
-    pm[PM_SN] -= 1
+    AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
+    c = SEG.shape[1] - 3
+    b = SEG[k, c]
+    slot = AS[b]
+    _h_pop(AK, AS, AQ, b, SEG[k, c + 1])
+    SEG[k, c + 1] -= 1
     unpark(P, slot)
     return slot
 
 
 @njit(cache=True, nogil=True)
-def timeouts(P, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend_flag, pend_tts, npend, n_row,
+def timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend_flag, pend_tts, npend, n_row,
              n_stage, n_parent, n_ref, meta):
-    """Phase 1 for the parked runs: those whose window has passed at ``t`` time out (in
+    """Phase 1 for key ``k``'s parked runs: those whose window has passed at ``t`` time out (in
     start order). Returns (whether any did, ``npend``)."""
-    P_node, P_sts, S_slot = P[1], P[2], P[13]
+    P_node, P_sts = P[P_NODE], P[P_STS]
     any_ = False
     if window <= 0:
         return False, npend
-    while min_spos(P) != BIG:
-        slot = S_slot[0]
+    while min_spos(P, k) != BIG:
+        slot = oldest_slot(P, k)
         sts = P_sts[slot]
         if not ((final_tick and t == TIME_MAX) or expired(t, sts, window)):
             break
-        pop_oldest(P)
+        pop_oldest(P, k)
         any_ = True
         node = P_node[slot]
         if want_timeouts:
@@ -507,22 +570,22 @@ def timeouts(P, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend
 
 
 @njit(cache=True, nogil=True)
-def prune(P, pid, strict, n_row, n_stage, n_parent, n_ref, meta):
-    """The skip strategy's pruning for the parked runs: those started before ``pid`` (or at
-    it, unless ``strict``) are discarded."""
-    P_node = P[1]
+def prune(P, k, pid, strict, n_row, n_stage, n_parent, n_ref, meta):
+    """The skip strategy's pruning for key ``k``'s parked runs: those started before ``pid`` (or
+    at it, unless ``strict``) are discarded."""
+    P_node = P[P_NODE]
     while True:
-        s = min_spos(P)
+        s = min_spos(P, k)
         if s == BIG or not (s < pid or (not strict and s == pid)):
             break
-        slot = pop_oldest(P)
+        slot = pop_oldest(P, k)
         release(n_row, n_stage, n_parent, n_ref, meta, P_node[slot])
 
 
 @njit(cache=True, nogil=True)
 def _sort_woken(P, lo, hi):
     """Heap sort of the woken list ``K[lo:hi]`` by start position (then sequence)."""
-    P_spos, K_slot, K_seq = P[3], P[14], P[15]
+    P_spos, K_slot, K_seq = P[P_SPOS], P[K_SLOT], P[K_SEQ]
     n = hi - lo
     for start in range(n // 2 - 1, -1, -1):
         _k_down(P_spos, K_slot, K_seq, lo, n, start)
@@ -560,8 +623,8 @@ def take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, a
     some) into the list ``W[ao:ao+na]`` by start position, writing the merged list at ``dst``
     (room was made; the woken runs' V get new arena slots); they leave the pool. Returns the
     merged list's length; the woken list is emptied."""
-    P_state, P_node, P_sts, P_spos, P_seq, P_v, K_slot, K_seq, pm = (P[0], P[1], P[2], P[3], P[4], P[5], P[14],
-                                                                    P[15], P[16])
+    P_state, P_node, P_sts, P_spos, P_seq, P_v = P[:6]
+    K_slot, K_seq, pm = P[K_SLOT], P[K_SEQ], P[P_PM]
     nk = pm[PM_NK]
     w = 0
     for q in range(nk):  # the ones still parked
@@ -627,17 +690,17 @@ def sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, lo, hi, n_row, n_stage
 
 
 @njit(cache=True, nogil=True)
-def park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, bo,
+def park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, bo,
               nb, first, code, consts, masks, cols, vm_stack):
-    """Park the runs of the list ``W[bo+first:bo+nb]`` that are in a parkable state (room was
-    made); the others close up in order. Returns the list's new length."""
+    """Park the runs of the list ``W[bo+first:bo+nb]`` (key ``k``) that are in a parkable state
+    (room was made); the others close up in order. Returns the list's new length."""
     w = first
     for q in range(first, nb):
         x = bo + q
         s = W_state[x]
         if pk_idx[s] >= 0:
-            park(P, pk_col, pk_op, pk_t0, pk_t1, pk_idx[s], s, W_node[x], W_sts[x], W_spos[x], W_v, W_vs[x] * vw,
-                 vw, code, consts, masks, cols, vm_stack)
+            park(P, k, pk_col, pk_op, pk_t0, pk_t1, pk_idx[s], s, W_node[x], W_sts[x], W_spos[x], W_v,
+                 W_vs[x] * vw, vw, code, consts, masks, cols, vm_stack)
         else:
             if w != q:
                 y = bo + w
@@ -649,3 +712,157 @@ def park_pass(P, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_
                 W_vs[y] = W_vs[x]
             w += 1
     return w
+
+
+# ----------------------------------------------------------------------------- calls, undo, export
+@njit(cache=True, nogil=True)
+def open_call(pm):
+    """Open a call that may be undone: the slots live now are kept until it ends."""
+    if pm[PM_SEQ0] < 0:
+        pm[PM_SEQ0] = pm[PM_SEQ]
+
+
+@njit(cache=True, nogil=True)
+def close_call(P):
+    """The call succeeded: its quarantined slots join the free list (time: what it freed)."""
+    P_seq, P_free, P_quar, pm = P[P_SEQ], P[P_FREE_LIST], P[P_QUAR], P[P_PM]
+    for q in range(pm[PM_QN]):
+        s = P_quar[q]
+        P_seq[s] = -1
+        P_free[pm[PM_FREE]] = s
+        pm[PM_FREE] += 1
+    pm[PM_QN] = 0
+    pm[PM_SEQ0] = -1
+
+
+@njit(cache=True, nogil=True)
+def undo_call(P):
+    """The call failed: back to the runs parked when it opened (the quarantined slots live again,
+    the ones parked since free), every heap rebuilt. Returns the park (new heap arrays). Works
+    on the pool the call began with as well as on the one it grew: a slot live before the call
+    is never changed, only marked. Time: the pool, on failure only."""
+    P_state, P_seq, P_free, P_key, P_thr, P_idx, SEG, KL, pm = (P[P_STATE], P[P_SEQ], P[P_FREE_LIST], P[P_KEY],
+                                                                P[P_THR], P[P_IDX], P[P_SEG], P[P_KL], P[P_PM])
+    seq0 = pm[PM_SEQ0]
+    if seq0 < 0:
+        return P
+    high = min(pm[PM_HIGH], P_state.shape[0])
+    n_free = 0
+    live = 0
+    for s in range(high - 1, -1, -1):  # the lowest free slot is taken first
+        q = P_seq[s]
+        if q <= -2:
+            q = -2 - q  # quarantined: live again
+            P_seq[s] = q
+        if q >= seq0 or q < 0 or P_key[s] >= SEG.shape[0]:
+            P_seq[s] = -1
+            P_free[n_free] = s
+            n_free += 1
+        else:
+            live += 1
+    pm[PM_HIGH] = high
+    pm[PM_FREE] = n_free
+    pm[PM_LIVE] = live
+    pm[PM_QN] = 0
+    pm[PM_NK] = 0
+    pm[PM_SEQ0] = -1
+    # the heaps: per key and heap, its live entries
+    h_start = SEG.shape[1] // 3 - 1
+    SEG[:, :] = 0
+    KL[:] = 0
+    for s in range(high):
+        if P_seq[s] >= 0:
+            k = P_key[s]
+            KL[k] += 1
+            SEG[k, 3 * h_start + 1] += 1
+            if P_idx[s] >= 0:
+                SEG[k, 3 * P_idx[s] + 1] += 1
+    at = 0
+    for k in range(SEG.shape[0]):
+        for c in range(0, SEG.shape[1], 3):
+            SEG[k, c] = at
+            SEG[k, c + 2] = SEG[k, c + 1] + 16 if SEG[k, c + 1] > 0 else 0
+            at += SEG[k, c + 2]
+            SEG[k, c + 1] = 0
+    AK = np.empty(max(at, 64), np.float64)
+    AS = np.empty(AK.shape[0], np.int64)
+    AQ = np.empty(AK.shape[0], np.int64)
+    P_spos = P[P_SPOS]
+    for s in range(high):
+        if P_seq[s] >= 0:
+            k = P_key[s]
+            c = 3 * h_start
+            i = SEG[k, c] + SEG[k, c + 1]
+            AK[i] = float(P_spos[s])
+            AS[i] = s
+            AQ[i] = P_seq[s]
+            SEG[k, c + 1] += 1
+            if P_idx[s] >= 0:
+                c = 3 * P_idx[s]
+                i = SEG[k, c] + SEG[k, c + 1]
+                AK[i] = P_thr[s]
+                AS[i] = s
+                AQ[i] = P_seq[s]
+                SEG[k, c + 1] += 1
+    for k in range(SEG.shape[0]):
+        for c in range(0, SEG.shape[1], 3):
+            _heapify(AK, AS, AQ, SEG[k, c], SEG[k, c + 1])
+    pm[PM_AHIGH] = at
+    pm[PM_AGARB] = 0
+    return P[:11] + (AK, AS, AQ) + P[14:]
+
+
+@njit(cache=True, nogil=True)
+def export_runs(P, n_keys, r_ptr, r_state, r_node, r_sts, r_spos, r_v):
+    """Every run of every key, listed (``r_*``, CSR) or parked, as one CSR list in start order
+    (on a tie the listed run first, parked ones by sequence number): the carried runs as a
+    snapshot or another layout of threads holds them. ``P`` is not changed."""
+    P_state, P_node, P_sts, P_spos, P_seq, P_v, P_key = P[:6] + (P[P_KEY],)
+    vw = r_v.shape[1]
+    high = P[P_PM][PM_HIGH]
+    n_old = r_ptr.shape[0] - 1
+    n_listed = r_ptr[n_old]
+    live = np.empty(P[P_PM][PM_LIVE], np.int64)
+    m = 0
+    for s in range(high):
+        if P_seq[s] >= 0:
+            live[m] = s
+            m += 1
+    live = live[:m]
+    # by key, then start position, then sequence number (stable sorts, least significant first)
+    live = live[np.argsort(P_seq[live], kind="mergesort")]
+    live = live[np.argsort(P_spos[live], kind="mergesort")]
+    live = live[np.argsort(P_key[live], kind="mergesort")]
+    n = n_listed + m
+    ptr = np.zeros(n_keys + 1, np.int64)
+    state = np.empty(n, np.int32)
+    node = np.empty(n, np.int64)
+    sts = np.empty(n, np.int64)
+    spos = np.empty(n, np.int64)
+    v = np.empty((n, vw), np.float64)
+    x = 0
+    q = 0
+    for k in range(n_keys):
+        a = r_ptr[k] if k < n_old else n_listed
+        a_end = r_ptr[k + 1] if k < n_old else n_listed
+        while a < a_end or (q < m and P_key[live[q]] == k):
+            if q >= m or P_key[live[q]] != k or (a < a_end and r_spos[a] <= P_spos[live[q]]):
+                state[x] = r_state[a]
+                node[x] = r_node[a]
+                sts[x] = r_sts[a]
+                spos[x] = r_spos[a]
+                for jj in range(vw):
+                    v[x, jj] = r_v[a, jj]
+                a += 1
+            else:
+                s = live[q]
+                state[x] = P_state[s]
+                node[x] = P_node[s]
+                sts[x] = P_sts[s]
+                spos[x] = P_spos[s]
+                for jj in range(vw):
+                    v[x, jj] = P_v[s * vw + jj]
+                q += 1
+            x += 1
+        ptr[k + 1] = x
+    return ptr, state, node, sts, spos, v

@@ -246,7 +246,8 @@ class Matcher:
         st, b = self._state, self._bound
         if b is None or b.window <= 0:
             return None
-        starts = [int(a.min()) for p in st.parts() for a in (p.runs.start_ts, p.held.start_ts) if a.shape[0]]
+        starts = [int(a.min()) for p in st.parts() for a in (p.runs.start_ts, p.held.start_ts, p.park.start_ts())
+                  if a.shape[0]]
         return min(min(s + b.window, int(TIME_MAX)) for s in starts) if starts else None
 
     @property

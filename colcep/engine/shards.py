@@ -18,7 +18,7 @@ any thread count. ``merged`` / ``split`` convert between shards and the one-thre
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -28,7 +28,7 @@ from colcep.kernels import arrays as karr
 from colcep.kernels.buffer import JOIN
 from colcep.kernels.codes import NO_TICK, OK
 from colcep.kernels.compact import compact_buffer
-from colcep.engine.state import Buffer, Held, MatcherState, Runs, gather_lists, select_keys, step
+from colcep.engine.state import Buffer, Held, MatcherState, Park, Runs, all_runs, gather_lists, select_keys, step
 
 PARALLEL_MIN_ROWS = 1 << 15  # a batch with fewer rows runs its shards one after another
 
@@ -47,13 +47,14 @@ def resolve_threads(threads: "int | None") -> int:
 
 @dataclass
 class Shard:
-    """One thread's keys: their runs and held matches (CSR over local keys), ``start_dead``
-    and the match buffer their nodes live in."""
+    """One thread's keys: their runs and held matches (CSR over local keys), ``start_dead``,
+    the match buffer their nodes live in and their parked runs."""
 
     runs: Runs
     held: Held
     buffer: Buffer
     start_dead: np.ndarray
+    park: Park = field(default_factory=Park.empty)
 
     @classmethod
     def empty(cls, v_width: int) -> "Shard":
@@ -74,6 +75,7 @@ def split(st: MatcherState, T: int) -> None:
     """Move the one-thread state's runs, held matches, buffer and ``start_dead`` into ``T``
     shards (each buffer compacted to what its keys reach)."""
     n_keys = st.keys.n
+    st.runs, st.park = all_runs(st, n_keys), Park.empty()
     shards = []
     for s in range(T):
         codes = np.arange(s, n_keys, T, dtype=np.int64)
@@ -96,20 +98,21 @@ def merged(st: MatcherState) -> MatcherState:
     """A copy of ``st`` in the one-thread layout (its shards put together over the global key
     codes); ``st`` itself is unchanged."""
     if st.shards is None:
-        return st
+        return st if st.park.live == 0 else replace(st, runs=all_runs(st, st.keys.n), park=Park.empty())
     T, n_keys = len(st.shards), st.keys.n
     rows, stages, parents, refs, parts_runs, parts_held = [], [], [], [], [], []
     base = 0
-    for sh in st.shards:
-        n_runs = sh.runs.node.shape[0]
+    for s, sh in enumerate(st.shards):
+        runs = all_runs(sh, n_local(n_keys, s, T))
+        n_runs = runs.node.shape[0]
         b = sh.buffer
         row, stage, parent, ref, roots = compact_buffer(b.row, b.stage, b.parent, int(b.meta[0]),
-                                                        np.concatenate([sh.runs.node, sh.held.node]).astype(np.int64))
+                                                        np.concatenate([runs.node, sh.held.node]).astype(np.int64))
         row = np.where(stage == JOIN, row + base, row)
         parent = np.where(parent >= 0, parent + base, parent)
         roots = np.where(roots >= 0, roots + base, roots)
         rows.append(row), stages.append(stage), parents.append(parent), refs.append(ref)
-        parts_runs.append(replace(sh.runs, node=roots[:n_runs]))
+        parts_runs.append(replace(runs, node=roots[:n_runs]))
         parts_held.append(replace(sh.held, node=roots[n_runs:]))
         base += row.shape[0]
     dead = np.zeros(n_keys, np.uint8)
@@ -118,7 +121,7 @@ def merged(st: MatcherState) -> MatcherState:
         dead[s:s + T * k:T] = sh.start_dead[:k]
     return replace(st, runs=_interleave(parts_runs, n_keys), held=_interleave(parts_held, n_keys),
                    buffer=Buffer.from_nodes(*(np.concatenate(x) for x in (rows, stages, parents, refs))),
-                   start_dead=dead, shards=None)
+                   start_dead=dead, shards=None, park=Park.empty())
 
 
 def _interleave(parts: list, n_keys: int):

@@ -2,7 +2,9 @@
 
 Per key (CSR over key codes): the live runs (state, last buffer node, start time and position,
 aggregate vector V), the completed matches held back by the skip strategy, and whether a STOP
-state killed the key's start run. Shared by all keys: the match buffer (``kernels.buffer``),
+state killed the key's start run. Waiting runs are parked (``kernels.park``: a pool and per-key
+heaps, kept and changed in place from one call to the next; ``Park``); ``runs`` lists the
+others. Shared by all keys: the match buffer (``kernels.buffer``),
 the dictionaries of key values and strings, the input rows live nodes still refer to (for the
 output columns), and the counters that number rows and matches.
 
@@ -12,8 +14,9 @@ per-thread ``shards`` instead, each over its own keys; ``parts()`` lists whichev
 A call is made undoable with ``checkpoint()`` and ends with ``commit()`` or
 ``restore_from()``, in time proportional to what it touched, not to the state: the runs and
 held matches are replaced wholesale by the kernel's outputs, so the checkpoint keeps the old
-arrays; the buffer, changed in place, opens an undoable call (``kernels.buffer.open_call``:
-the nodes live before the call keep their slots until it ends); the key and string codes only
+arrays; the buffer and the park, changed in place, open an undoable call
+(``kernels.buffer.open_call``, ``kernels.park.open_call``: the nodes and parked runs live before
+the call keep their slots until it ends); the key and string codes only
 grow, so the checkpoint notes their lengths; ``start_dead`` and ``key_last_ts`` (one item a
 key) are copied.
 """
@@ -27,6 +30,7 @@ import pyarrow as pa
 
 from colcep.engine.keys import KeyCodes
 from colcep.kernels import buffer as kbuf
+from colcep.kernels import park as kpark
 from colcep.kernels.codes import OK
 
 NODE_BYTES = kbuf.NODE_BYTES  # row, stage, parent, ref
@@ -124,6 +128,50 @@ class Buffer:
 
 
 @dataclass
+class Park:
+    """The parked runs of a part (``kernels.park``): one tuple of arrays the kernel changes in
+    place (and replaces when it grows them)."""
+
+    arrays: tuple
+
+    @classmethod
+    def empty(cls) -> "Park":
+        return cls(kpark.new_park(0, 0, 1, 0))  # run_batch fits it to the program (kernels.park.fit_park)
+
+    @property
+    def live(self) -> int:
+        return int(self.arrays[kpark.P_PM][kpark.PM_LIVE])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays)
+
+    def _live_slots(self) -> np.ndarray:
+        a = self.arrays
+        high = min(int(a[kpark.P_PM][kpark.PM_HIGH]), a[kpark.P_SEQ].shape[0])
+        return np.flatnonzero(a[kpark.P_SEQ][:high] >= 0)
+
+    def nodes(self) -> np.ndarray:
+        """The buffer nodes of the parked runs (roots of the buffer, as the listed runs' are)."""
+        return self.arrays[kpark.P_NODE][self._live_slots()]
+
+    def start_ts(self) -> np.ndarray:
+        return self.arrays[kpark.P_STS][self._live_slots()]
+
+    def copy(self) -> "Park":
+        return Park(tuple(np.array(a, copy=True) for a in self.arrays))
+
+
+def all_runs(holder: Any, n_keys: int) -> Runs:
+    """Every run of ``holder`` (a MatcherState or a shard) over its first ``n_keys`` keys, listed
+    or parked, as one CSR list in start order (the layout of snapshots and of ``select_keys``)."""
+    if holder.park.live == 0:
+        return holder.runs
+    return Runs(*kpark.export_runs(holder.park.arrays, max(n_keys, holder.runs.ptr.shape[0] - 1),
+                                   *holder.runs.arrays()))
+
+
+@dataclass
 class Saved:
     """What ``MatcherState.checkpoint`` keeps to undo a call: the state object's fields (all
     replaced, not mutated, by a call, but for the buffer, the codes and the per-key arrays, whose
@@ -133,7 +181,7 @@ class Saved:
     fields: dict
     keys: tuple
     n_strings: int
-    parts: list  # per part: (runs, held, buffer, start_dead)
+    parts: list  # per part: (runs, held, buffer, start_dead, park)
 
 
 def _cap_bytes(a: np.ndarray) -> int:
@@ -170,13 +218,15 @@ def step(holder: Any, pick: Callable[[tuple], Callable], invoke: Callable[..., t
     """One ``run_batch`` call over the carried state of ``holder`` (a MatcherState or a shard:
     ``runs``, ``held``, ``start_dead``, ``buffer``), its output appended to ``out`` after ``nm``
     matches of ``ne`` events. ``pick(args)`` chooses the kernel (the Matcher's tier),
-    ``invoke(kernel, *args)`` calls it. The buffer is replaced whatever the status (the kernel
-    may have grown it), the runs and held matches only on success (else the caller rolls back).
+    ``invoke(kernel, *args)`` calls it. The buffer and the park are replaced whatever the status
+    (the kernel may have grown them), the runs and held matches only on success (else the caller
+    rolls back).
     Returns ``(out, nm, ne, status)``."""
     args = (tables, opts, stop, batch, holder.runs.arrays(), holder.held.arrays(), holder.start_dead,
-            holder.buffer.arrays(), out, nm, ne)
-    runs, held, buf, out, nm, ne, status = invoke(pick(args), *args)
+            holder.buffer.arrays(), holder.park.arrays, out, nm, ne)
+    runs, held, buf, park, out, nm, ne, status = invoke(pick(args), *args)
     holder.buffer = Buffer(*buf)
+    holder.park = Park(park)
     if status[0] == OK:
         n_runs, n_held = holder.runs.state.shape[0], holder.held.node.shape[0]
         holder.runs, holder.held = Runs(*runs), Held(*held)
@@ -217,7 +267,8 @@ class MatcherState:
     late_rows: int = 0
     history: object = None              # colcep.engine.history.History: rows prev / rolling still reach, or None
     trim_due: int = 0                   # rows_fed at which the retained rows are next trimmed (Matcher._trim_retained)
-    shards: list | None = None          # with threads: colcep.engine.shards.Shard per thread (then runs .. start_dead unused)
+    shards: list | None = None          # with threads: colcep.engine.shards.Shard per thread (then runs .. park unused)
+    park: Park = field(default_factory=Park.empty)  # the parked runs (the others are in ``runs``)
 
     @classmethod
     def new(cls, key: "str | list[str] | None", v_width: int, literals: dict) -> "MatcherState":
@@ -239,15 +290,17 @@ class MatcherState:
         parts = []
         for p in self.parts():
             kbuf.open_call(p.buffer.meta)
-            parts.append((p.runs, p.held, p.buffer, p.start_dead.copy()))
+            kpark.open_call(p.park.arrays[kpark.P_PM])
+            parts.append((p.runs, p.held, p.buffer, p.start_dead.copy(), p.park))
         fields = dict(self.__dict__, key_last_ts=self.key_last_ts.copy())
         return Saved(fields, self.keys.mark(), len(self.strings), parts)
 
     def commit(self) -> None:
-        """The call succeeded: the buffers' slots it freed become reusable."""
+        """The call succeeded: the buffers' slots and parked runs' slots it freed become reusable."""
         for p in self.parts():
             b = p.buffer
             kbuf.close_call(b.parent, b.ref, b.meta)
+            kpark.close_call(p.park.arrays)
 
     def restore_from(self, saved: Saved, settled: bool = True) -> None:
         """Become the state ``saved`` was taken of. ``settled``: no kernel of the failed call
@@ -257,13 +310,15 @@ class MatcherState:
         self.keys.rollback(saved.keys)
         for s in list(self.strings)[saved.n_strings:]:
             del self.strings[s]
-        for p, (runs, held, buf, dead) in zip(self.parts(), saved.parts):
+        for p, (runs, held, buf, dead, park) in zip(self.parts(), saved.parts):
             p.runs, p.held, p.start_dead = runs, held, dead
             # the arrays of before the call (a kernel that grew them wrote to them before, to
-            # its copy after: the nodes to keep are intact in both), so the capacity is as before
+            # its copy after: the nodes and parked runs to keep are intact in both), so the
+            # capacity is as before
             if not settled:
-                buf = buf.copy()
-            roots = np.concatenate([runs.node, held.node]).astype(np.int64)
+                buf, park = buf.copy(), park.copy()
+            p.park = Park(kpark.undo_call(park.arrays))
+            roots = np.concatenate([runs.node, held.node, p.park.nodes()]).astype(np.int64)
             kbuf.undo_call(buf.row, buf.stage, buf.parent, buf.ref, buf.meta, roots)
             p.buffer = buf
     def parts(self) -> list:
@@ -273,7 +328,7 @@ class MatcherState:
     # ------------------------------------------------------------------ figures
     @property
     def live_runs(self) -> int:
-        return sum(int(p.runs.state.shape[0]) for p in self.parts())
+        return sum(int(p.runs.state.shape[0]) + p.park.live for p in self.parts())
 
     @property
     def live_nodes(self) -> int:
@@ -296,9 +351,10 @@ class MatcherState:
         return cached[1]
 
     def run_bytes(self) -> int:
-        """Bytes of the runs' and held matches' arrays, at their capacity (all parts)."""
+        """Bytes of the runs', parked runs' and held matches' arrays, at their capacity (all parts)."""
         total = 0
         for p in self.parts():
+            total += p.park.nbytes
             for x in (p.runs, p.held):
                 arrays = x.arrays()
                 if x.cap < 0:
