@@ -738,9 +738,9 @@ def close_call(P):
 @njit(cache=True, nogil=True)
 def undo_call(P):
     """The call failed: back to the runs parked when it opened (the quarantined slots live again,
-    the ones parked since free), every heap rebuilt. Returns the park (new heap arrays). Works
-    on the pool the call began with as well as on the one it grew: a slot live before the call
-    is never changed, only marked. Time: the pool, on failure only."""
+    the ones parked since free), every heap rebuilt, in place. Works on the arrays the call began
+    with as well as on the ones it grew: a slot live before the call is never changed, only
+    marked. Returns ``P``. Time: the pool, on failure only."""
     P_state, P_seq, P_free, P_key, P_thr, P_idx, SEG, KL, pm = (P[P_STATE], P[P_SEQ], P[P_FREE_LIST], P[P_KEY],
                                                                 P[P_THR], P[P_IDX], P[P_SEG], P[P_KL], P[P_PM])
     seq0 = pm[PM_SEQ0]
@@ -777,16 +777,24 @@ def undo_call(P):
             SEG[k, 3 * h_start + 1] += 1
             if P_idx[s] >= 0:
                 SEG[k, 3 * P_idx[s] + 1] += 1
+    # in the arena the call began with (it held these entries then, so they fit with no slack)
+    AK, AS, AQ = P[A_KEY], P[A_SLOT], P[A_SEQ]
+    slack = 16
+    for _ in range(2):
+        at = 0
+        for k in range(SEG.shape[0]):
+            for c in range(0, SEG.shape[1], 3):
+                at += SEG[k, c + 1] + slack if SEG[k, c + 1] > 0 else 0
+        if at <= AK.shape[0]:
+            break
+        slack = 0
     at = 0
     for k in range(SEG.shape[0]):
         for c in range(0, SEG.shape[1], 3):
             SEG[k, c] = at
-            SEG[k, c + 2] = SEG[k, c + 1] + 16 if SEG[k, c + 1] > 0 else 0
+            SEG[k, c + 2] = SEG[k, c + 1] + slack if SEG[k, c + 1] > 0 else 0
             at += SEG[k, c + 2]
             SEG[k, c + 1] = 0
-    AK = np.empty(max(at, 64), np.float64)
-    AS = np.empty(AK.shape[0], np.int64)
-    AQ = np.empty(AK.shape[0], np.int64)
     P_spos = P[P_SPOS]
     for s in range(high):
         if P_seq[s] >= 0:
@@ -809,7 +817,7 @@ def undo_call(P):
             _heapify(AK, AS, AQ, SEG[k, c], SEG[k, c + 1])
     pm[PM_AHIGH] = at
     pm[PM_AGARB] = 0
-    return P[:11] + (AK, AS, AQ) + P[14:]
+    return P
 
 
 @njit(cache=True, nogil=True)

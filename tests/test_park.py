@@ -4,7 +4,7 @@ giving the same matches whole, in 1-row batches, through snapshots and against t
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
@@ -65,27 +65,46 @@ def _tables(op):
     return low, x, one + x, one + op, one + t0, one + t1
 
 
+KEYS = 3
+
+
+# a committed call, then one that wakes, takes, times out, prunes, parks and grows before it is
+# undone (the runs it removed come back, the ones it parked go), then one that is committed
+UNDONE = [("park", 5, 0), ("park", 6, 3), ("park", 7, 1), ("park", 2, 4), ("park", 3, 0), ("call", 0, 0),
+          ("wake", 9, 0), ("take", 0, 0), ("timeout", 40, 1), ("prune", 9, 4), ("park", 1, 0), ("grow", 30, 3),
+          ("park", 4, 3), ("call", 1, 0), ("wake", 9, 3), ("take", 0, 0), ("call", 0, 0)]
+
+
 @settings(max_examples=150, deadline=None)
-@given(OPS, st.lists(st.tuples(st.sampled_from(["park", "wake", "take", "timeout", "prune", "grow"]),
+@example(vm.C_GT, UNDONE, False)
+@example(vm.C_LE, UNDONE, True)
+@given(OPS, st.lists(st.tuples(st.sampled_from(["park", "wake", "take", "timeout", "prune", "grow", "call"]),
                                st.integers(0, 9), st.integers(0, 40)), max_size=60), st.booleans())
 def test_park_matches_a_python_model(op, ops, strict):
+    """Random operations on keys 0-2 of one park, against a dict per key; "call" ends the open
+    call: committed (its freed slots reusable) or undone (back to the runs parked when it opened,
+    whatever was parked, woken, timed out or pruned since, and whatever grew)."""
     low, x, pk_col, pk_op, pk_t0, pk_t1 = _tables(op)
     vw = max(1, low.v_width)
-    P = kp.new_park(1, 4, vw)
+    P = kp.new_park(1, 4, vw, KEYS)
     n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(256)
     cols = np.zeros((max(1, x + 1), 1))
     masks = np.zeros((1, 1), np.uint8)
     stack = np.empty(vm.STACK)
-    model = {}  # seq -> [spos, sts, thr, node, woken]
+    model = {}  # seq -> [spos, sts, thr, node, woken, key]
     seq = 0
     spos_next = 0
     window = 10
     W = [np.zeros(512, np.int32), np.zeros(512, np.int64), np.zeros(512, np.int64), np.zeros(512, np.int64),
          np.zeros(512, np.int64), np.zeros(512, np.int64), np.zeros(512 * vw), np.zeros(2, np.int64)]
+    kp.open_call(P[kp.P_PM])
+    kb.open_call(meta)
+    at_open = {s: list(r) for s, r in model.items()}
     for kind, a, b in ops:
+        k = b % KEYS
         if kind == "park":
-            if not kp.park_room(P, 1):
-                P = kp.grow_park(P, 1, vw)
+            if not kp.park_room(P, k, 1):
+                P = kp.grow_park(P, k, 1, vw)
             v = np.empty(vw)
             vm.v_init(v)
             thr = float(a) if b % 7 else np.nan
@@ -93,27 +112,26 @@ def test_park_matches_a_python_model(op, ops, strict):
             node = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, spos_next, 0, -1)
             n_ref[node] += 1
             spos = spos_next - (b % 3)  # mostly in start order, not always
-            kp.park(P, pk_col, pk_op, pk_t0, pk_t1, 0, 1, node, spos // 2, spos, v, 0, vw, low.code, low.consts,
+            kp.park(P, k, pk_col, pk_op, pk_t0, pk_t1, 0, 1, node, spos // 2, spos, v, 0, vw, low.code, low.consts,
                     masks, cols, stack)
-            model[seq] = [spos, spos // 2, thr, node, False]
+            model[seq] = [spos, spos // 2, thr, node, False, k]
             seq += 1
             spos_next += 3
         elif kind == "grow":
-            P = kp.grow_park(P, a + 1, vw)
+            P = kp.grow_park(P, k, a + 1, vw)
         elif kind == "wake":
             cols[x, 0] = float(a)
-            before = P[16][kp.PM_NK]
-            kp.wake_parked(P, pk_col, pk_op, 0, cols)
-            got = sorted(int(s) for s in P[15][before:P[16][kp.PM_NK]])
+            before = P[kp.P_PM][kp.PM_NK]
+            kp.wake_parked(P, k, pk_col, pk_op, 0, cols)
+            got = sorted(int(s) for s in P[kp.K_SEQ][before:P[kp.P_PM][kp.PM_NK]])
             want = []
             for s, r in model.items():
-                if not r[4] and r[2] == r[2] and vm.compare(op, float(a), r[2]):
+                if r[5] == k and not r[4] and r[2] == r[2] and vm.compare(op, float(a), r[2]):
                     r[4] = True
                     want.append(s)
             assert got == sorted(want)
         elif kind == "take":
-            na = 0
-            n = kp.take_woken(P, *W[:7], W[7], vw, 0, na, 0, 99)
+            n = kp.take_woken(P, *W[:7], W[7], vw, 0, 0, 0, 99)
             woken = sorted((r[0], s) for s, r in model.items() if r[4])
             assert n == len(woken)
             assert W[3][:n].tolist() == [sp for sp, _ in woken]
@@ -124,8 +142,9 @@ def test_park_matches_a_python_model(op, ops, strict):
         elif kind == "timeout":
             t = a + b // 4
             pend = [np.zeros(256, np.int64), np.zeros(256, np.int64), np.zeros(256, np.int32), np.zeros(256, np.int64)]
-            any_, npend = kp.timeouts(P, t, window, False, True, 7, *pend, 0, n_row, n_stage, n_parent, n_ref, meta)
-            out = sorted((r[0], s) for s, r in model.items() if expired(t, r[1], window))
+            any_, npend = kp.timeouts(P, k, t, window, False, True, 7, *pend, 0, n_row, n_stage, n_parent, n_ref,
+                                      meta)
+            out = sorted((r[0], s) for s, r in model.items() if r[5] == k and expired(t, r[1], window))
             assert any_ == bool(out) and npend == len(out)
             assert pend[0][:npend].tolist() == [model[s][3] for _, s in out]
             assert pend[3][:npend].tolist() == [model[s][1] + window for _, s in out]
@@ -133,14 +152,41 @@ def test_park_matches_a_python_model(op, ops, strict):
                 kb.release(n_row, n_stage, n_parent, n_ref, meta, pend[0][i])
             for _, s in out:
                 del model[s]
-        else:  # prune
+        elif kind == "prune":
             pid = a * 3
-            kp.prune(P, pid, strict, n_row, n_stage, n_parent, n_ref, meta)
-            for s in [s for s, r in model.items() if r[0] < pid or (not strict and r[0] == pid)]:
+            kp.prune(P, k, pid, strict, n_row, n_stage, n_parent, n_ref, meta)
+            for s in [s for s, r in model.items() if r[5] == k and (r[0] < pid or (not strict and r[0] == pid))]:
                 del model[s]
-        assert P[16][kp.PM_LIVE] == len(model)
-        assert kp.min_spos(P) == min((r[0] for r in model.values()), default=kcodes.BIG)
+        else:  # the call ends: undone when a is odd, committed otherwise; the next one opens
+            if P[kp.P_PM][kp.PM_NK]:
+                continue  # (a call never ends between a wake and its take)
+            if a % 2:
+                P = kp.undo_call(P)
+                roots = np.concatenate([P[kp.P_NODE][:P[kp.P_PM][kp.PM_HIGH]][P[kp.P_SEQ][:P[kp.P_PM][kp.PM_HIGH]] >= 0]])
+                kb.undo_call(n_row, n_stage, n_parent, n_ref, meta, roots.astype(np.int64))
+                model = {s: list(r) for s, r in at_open.items()}
+            else:
+                kp.close_call(P)
+                kb.close_call(n_parent, n_ref, meta)
+            kp.open_call(P[kp.P_PM])
+            kb.open_call(meta)
+            at_open = {s: list(r) for s, r in model.items()}
+        pm = P[kp.P_PM]
+        assert pm[kp.PM_LIVE] == len(model)
+        for kk in range(KEYS):
+            mine = [r for r in model.values() if r[5] == kk]
+            assert P[kp.P_KL][kk] == len(mine)
+            assert kp.min_spos(P, kk) == min((r[0] for r in mine), default=kcodes.BIG)
+    kp.close_call(P)
+    kb.close_call(n_parent, n_ref, meta)
     assert kb.live_nodes(n_ref, meta[0]) == len(model)
+    # every parked run, per key in start order (then park order), as a snapshot holds them
+    empty = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64),
+             np.zeros(0, np.int64), np.zeros((0, vw)))
+    ptr, _, node, _, spos, _ = kp.export_runs(P, KEYS, *empty)
+    want = sorted((r[5], r[0], s) for s, r in model.items())
+    assert ptr.tolist() == [0] + np.cumsum([sum(r[5] == kk for r in model.values()) for kk in range(KEYS)]).tolist()
+    assert spos.tolist() == [sp for _, sp, _ in want] and node.tolist() == [model[s][3] for _, _, s in want]
 
 
 def test_sort_timeouts_orders_by_path():
