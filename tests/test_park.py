@@ -162,7 +162,8 @@ def test_park_matches_a_python_model(op, ops, strict):
                 continue  # (a call never ends between a wake and its take)
             if a % 2:
                 P = kp.undo_call(P)
-                roots = np.concatenate([P[kp.P_NODE][:P[kp.P_PM][kp.PM_HIGH]][P[kp.P_SEQ][:P[kp.P_PM][kp.PM_HIGH]] >= 0]])
+                high = P[kp.P_PM][kp.PM_HIGH]
+                roots = P[kp.P_NODE][:high][P[kp.P_SEQ][:high] >= 0]
                 kb.undo_call(n_row, n_stage, n_parent, n_ref, meta, roots.astype(np.int64))
                 model = {s: list(r) for s, r in at_open.items()}
             else:

@@ -14,6 +14,9 @@ from colcep import col, first, last
 from colcep.engine import matcher as cm
 from colcep.engine import shards as shd
 from colcep.kernels import buffer as kb
+from colcep.kernels import nfa as knfa
+from colcep.kernels import park as kp
+from colcep.ticks import make_ticks
 from conformance import case_pattern, case_table, compiles, feed
 from randcase import cases
 
@@ -116,3 +119,23 @@ def test_a_successful_call_copies_nothing_and_frees_into_the_free_list():
     assert meta[kb.META_CALL] == 0 and meta[kb.META_QCOUNT] == 0 and meta[kb.META_QHEAD] == -1
     assert kb.live_nodes(buf.ref, meta[0]) == m.buffer_nodes
     assert int((buf.ref[:meta[0]] == -1).sum()) == meta[kb.META_NFREE]
+
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parked_runs_undo(monkeypatch, threads):
+    """Runs parked across calls (kernels.park: keys of more than PARK_MIN live runs, woken,
+    timed out and parked again over many batches), each batch failing once after its kernels
+    ran: the park's quarantine and undo give back the runs parked before the call and drop the
+    ones it parked; the output is an uninterrupted run's."""
+    monkeypatch.setattr(shd, "PARALLEL_MIN_ROWS", 0)
+    p = (cc.Pattern.begin("a").where(col("volume") > 300.0)
+         .followed_by("b").where(col("price") > last("price", of="a") * 1.01).within(2000))
+    tbl = make_ticks(3_000, 2, 11)  # ~1,400 matched rows; ~200 live runs on one key, parked
+    sizes = [173] * 17
+    want = feed(cc.Matcher(p, key="name", time="ts"), tbl, sizes)
+    probe = cc.Matcher(p, key="name", time="ts", threads=threads)
+    probe.process(tbl.slice(0, 1_000))
+    assert max(int(x.park.arrays[kp.P_KL].max(initial=0)) for x in probe._state.parts()) >= knfa.PARK_MIN
+    got = _fail_then_feed(cc.Matcher(p, key="name", time="ts", threads=threads), tbl, sizes)
+    assert want.num_rows > 0 and got.equals(want)

@@ -52,10 +52,10 @@ TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no long
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
 # max_state_bytes bounds everything a call holds (docs: README, "Bounds on the state"): of it,
 WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
-OUT_SHARE = 8   # ... an eighth for the matches of one call, as kernel arrays and then as the output table ...
 RUNS_SHARE = 4  # ... a quarter for the runs of all keys (the old arrays, and the kernel's new ones as they grow) ...
 # ... and the rest for the match buffer (its old and new arrays while it grows), rows kept for the
-# output, history, held matches.
+# output, history, held matches. The matches of one call (kernel arrays, then the output table)
+# are not state: they may take up to the bound again, beside it.
 OUT_EVENT_BYTES = 128  # an output event, all told: kernel arrays, emission order, the output's own columns
 OUT_COLUMN_BYTES = 16  # ... and per input column copied into the output
 WALK_BYTES = 16  # with merging, the kernel's path scratch (kernels.buffer.walk_paths): per buffer slot
@@ -498,12 +498,13 @@ class Matcher:
         max_out)``, the kernel's bounds from ``max_state_bytes``: the runs of a key (their work
         arrays take at most ``1 / WORK_SHARE`` of it; and ``max_partial_matches``), the buffer's
         slots while it grows (old and new arrays together: what the state does not hold
-        otherwise, shared by the parts) and the call's output events (``1 / OUT_SHARE``)."""
+        otherwise, shared by the parts) and the call's output events (up to the bound again,
+        beside the state: the output is the caller's, not state)."""
         st, prog, B = self._state, self.program, self.max_state_bytes
         T = len(parts)
         per_run = prog.per_run(self.timeouts)
         slot_bytes = NODE_BYTES + (WALK_BYTES if prog.merging(self.timeouts) else 0)
-        work, out, runs = B // WORK_SHARE, B // OUT_SHARE, B // RUNS_SHARE
+        work, out, runs = B // WORK_SHARE, B, B // RUNS_SHARE
         max_runs = max(1, min(self.max_partial_matches, work // work_bytes_per_run(per_run, prog.v_width)))
         n_cols = len(self._inputs.output_columns(self._bound.schema)) + (self.out_of_orderness is not None)
         max_out = max(1, out // T // (OUT_EVENT_BYTES + OUT_COLUMN_BYTES * n_cols))
@@ -511,7 +512,7 @@ class Matcher:
         max_all_runs = max(1, runs // T // (3 * run_bytes(prog.v_width)))
         caps = [int(p.buffer.row.shape[0]) for p in st.parts()]
         other = st.nbytes() - st.buffer_bytes() - st.run_bytes() + self._out_bytes()  # rows, history, ...
-        room = B - work - out - runs - other - sum(caps) * slot_bytes
+        room = B - work - runs - other - sum(caps) * slot_bytes
         share = max(0, room // T // slot_bytes)
         return [(max_runs, max(1, int(p.buffer.row.shape[0]) + share), max_out, max_all_runs) for p in parts]
 
@@ -548,9 +549,10 @@ class Matcher:
                 f"{tighten}. Nothing of this batch was applied.")
         if status[0] == knfa.ERR_OUTPUT:
             raise CapacityError(
-                f"the matches of this call reach {int(status[2]):,} events (at key {key!r}), over an eighth of the "
-                f"bound max_state_bytes={self.max_state_bytes:,} (the output of one call is made at once): feed "
-                "smaller batches, tighten the pattern or raise the bound. Nothing of this batch was applied.")
+                f"the matches of this call reach {int(status[2]):,} events (at key {key!r}): the output would take "
+                f"more than the bound max_state_bytes={self.max_state_bytes:,} (the output of one call is made at "
+                "once): feed smaller batches, tighten the pattern or raise the bound. Nothing of this batch was "
+                "applied.")
 
     def _kernel_shards(self, codes, n_keys, row0, ts, masks, cols, start_mask, tick_ts) -> tuple:
         """The kernel over every shard (each finds its rows), at once on threads for a big batch;
