@@ -78,9 +78,9 @@ from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, VW, compare, v_update
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
-J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS = range(15)
-N_CURSOR = 15
-# a key parks its waiting runs (kernels/park.py) from this many live runs on
+J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS, PARKS = range(16)
+N_CURSOR = 16
+# a key parks its waiting runs (kernels/park.py) from ``opts[9]`` live runs on (this when it is 0)
 PARK_MIN = 64
 # what _run_key asks of its caller
 DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY, INTERRUPTED = 0, 1, 2, 3, 4
@@ -416,7 +416,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
     P_sts, P_seq, AK, AS, AQ, SEG, KL, pm = P[2], P[4], P[11], P[12], P[13], P[14], P[15], P[18]
     n_pk = SEG.shape[1] // 3 - 1
-    any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
+    park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     p_node = done[0]
     hq_sts = Q[0]
     pend_node, pend_g, pend_flag, pend_tts = E
@@ -491,7 +491,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         nk = pm[PM_NK]
         need = (na + nk + 1) * per_run
         n_all = na + KL[k]
-        parking = any_park and n_all >= PARK_MIN  # a key with few runs steps them all (parking costs more)
+        parking = park_min > 0 and n_all >= park_min  # a key with few runs steps them all (parking costs more)
         if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
                 or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
                 or parking and not park_fits(P, k, need) and not park_room(P, k, need)
@@ -560,13 +560,34 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     return code_
 
 
+@njit(cache=True, nogil=True)
+def _room_runs(state, node, sts, spos, v, n, limit):
+    """The new carried runs' arrays with room for ``n`` runs (doubled; ``limit`` > 0: at most that)."""
+    if n <= state.shape[0]:
+        return state, node, sts, spos, v
+    n2 = max(2 * state.shape[0], n)
+    if limit > 0:
+        n2 = max(n, min(n2, limit))
+    return grow(state, n2), grow(node, n2), grow(sts, n2), grow(spos, n2), grow_rows(v, n2)
+
+
+@njit(cache=True, nogil=True)
+def _room_held(sts, spos, epos, node, n):
+    """The new held matches' arrays with room for ``n`` (doubled)."""
+    if n <= sts.shape[0]:
+        return sts, spos, epos, node
+    n2 = max(2 * sts.shape[0], n)
+    return grow(sts, n2), grow(spos, n2), grow(epos, n2), grow(node, n2)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
     """Process one batch (see the module docstring); every argument but the counts is a group:
 
     - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
       (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
-      tick time, max output events, max runs of all keys); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
+      tick time, max output events, max runs of all keys, the live runs from which a key parks
+      its waiting runs (0: ``PARK_MIN``)); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
     - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask): rows in input order,
       ``order`` grouping them by key (CSR ``key_ptr``); ``row0`` is the stream position of
       the batch's first row;
@@ -640,6 +661,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     PK = park_table(prog[0], prog[15], prog[7], prog[8], prog[9], prog[14], prog[10], st_merge, merging)
     pk_idx = PK[0]
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
+    park_min = opts[9] if opts[9] > 0 else PARK_MIN
     P = fit_park(park_, PK[1].shape[0], vw, n_keys)
     pm = P[18]
     pm[PM_NK] = 0
@@ -653,13 +675,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
         lo = r_ptr[k] if k < n_old_keys else 0
         n_carried = r_ptr[k + 1] - lo if k < n_old_keys else 0
         if n_events == 0:  # ---- a key without events keeps its state: the listed runs are copied
-            if out_runs + n_carried > nr_state.shape[0]:
-                n2 = max(2 * nr_state.shape[0], out_runs + n_carried)
-                nr_state = grow(nr_state, n2)
-                nr_node = grow(nr_node, n2)
-                nr_sts = grow(nr_sts, n2)
-                nr_spos = grow(nr_spos, n2)
-                nr_v = grow_rows(nr_v, n2)
+            nr_state, nr_node, nr_sts, nr_spos, nr_v = _room_runs(nr_state, nr_node, nr_sts, nr_spos, nr_v,
+                                                                  out_runs + n_carried, 0)
             for i in range(n_carried):
                 nr_state[out_runs + i] = r_state[lo + i]
                 nr_node[out_runs + i] = r_node[lo + i]
@@ -671,12 +688,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
             nr_ptr[k + 1] = out_runs
             hl = h_ptr[k] if k < n_old_keys else 0
             nh = h_ptr[k + 1] - hl if k < n_old_keys else 0
-            if out_held + nh > nh_sts.shape[0]:
-                n2 = max(2 * nh_sts.shape[0], out_held + nh)
-                nh_sts = grow(nh_sts, n2)
-                nh_spos = grow(nh_spos, n2)
-                nh_epos = grow(nh_epos, n2)
-                nh_node = grow(nh_node, n2)
+            nh_sts, nh_spos, nh_epos, nh_node = _room_held(nh_sts, nh_spos, nh_epos, nh_node, out_held + nh)
             for i in range(nh):
                 nh_sts[out_held + i] = h_sts[hl + i]
                 nh_spos[out_held + i] = h_spos[hl + i]
@@ -693,7 +705,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                 cap = 2 * n_carried
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
-            parking = any_park and n_carried + P[15][k] >= PARK_MIN
+            parking = any_park and n_carried + P[15][k] >= park_min
             if parking and not park_fits(P, k, n_carried):
                 P = grow_park(P, k, n_carried, vw)
                 pm = P[18]
@@ -736,6 +748,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
         cur[ROW_LO] = key_ptr[k]
         cur[N_ROWS] = n_rows
         cur[N_EVENTS] = n_events
+        cur[PARKS] = park_min if any_park else 0
         while True:
             W = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
             code_ = _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, (n_row, n_stage, n_parent, n_ref,
@@ -813,19 +826,13 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
         # ---- store the key's listed runs and held matches (its parked runs stay in the park)
         ao, na, nh = cur[AO], cur[NA], cur[NH]
         if out_runs + na > nr_state.shape[0]:
-            n2 = max(2 * nr_state.shape[0], out_runs + na)
-            if opts[8] > 0:  # the runs of all keys (the state's bytes): grow to the bound at most
-                if out_runs + na + pm[PM_LIVE] > opts[8]:
-                    status[0] = ERR_CAPACITY
-                    status[1] = k
-                    status[2] = -(out_runs + na + pm[PM_LIVE])  # negative: all keys' runs
-                    break
-                n2 = min(n2, opts[8])
-            nr_state = grow(nr_state, n2)
-            nr_node = grow(nr_node, n2)
-            nr_sts = grow(nr_sts, n2)
-            nr_spos = grow(nr_spos, n2)
-            nr_v = grow_rows(nr_v, n2)
+            if opts[8] > 0 and out_runs + na + pm[PM_LIVE] > opts[8]:  # the runs of all keys (the state's bytes)
+                status[0] = ERR_CAPACITY
+                status[1] = k
+                status[2] = -(out_runs + na + pm[PM_LIVE])  # negative: all keys' runs
+                break
+            nr_state, nr_node, nr_sts, nr_spos, nr_v = _room_runs(nr_state, nr_node, nr_sts, nr_spos, nr_v,
+                                                                  out_runs + na, opts[8])  # (to the bound at most)
         for i in range(na):
             nr_state[out_runs + i] = W_state[ao + i]
             nr_node[out_runs + i] = W_node[ao + i]
@@ -835,12 +842,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                 nr_v[out_runs + i, jj] = W_v[W_vs[ao + i] * vw + jj]
         out_runs += na
         nr_ptr[k + 1] = out_runs
-        if out_held + nh > nh_sts.shape[0]:
-            n2 = max(2 * nh_sts.shape[0], out_held + nh)
-            nh_sts = grow(nh_sts, n2)
-            nh_spos = grow(nh_spos, n2)
-            nh_epos = grow(nh_epos, n2)
-            nh_node = grow(nh_node, n2)
+        nh_sts, nh_spos, nh_epos, nh_node = _room_held(nh_sts, nh_spos, nh_epos, nh_node, out_held + nh)
         for i in range(nh):
             nh_sts[out_held + i] = Q[0][i]
             nh_spos[out_held + i] = Q[1][i]

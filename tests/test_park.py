@@ -249,7 +249,7 @@ def _run(p, tbl, timeouts, batch=None, snapshot=False):
 @pytest.mark.parametrize("skip", list(SKIPS))
 def test_shapes_in_batches_equal_the_whole_run(shape, skip):
     p = SHAPES[shape].skip(SKIPS[skip])
-    # ~190 and ~150 starts a key: more than nfa.PARK_MIN live runs, so they park
+    # ~190 and ~150 starts a key: more than colcep.engine.program.PARK_MIN live runs, so they park
     tbl, one_key = _ticks(1500, 2, 11), _ticks(600, 1, 11)
     for timeouts in (False, True):
         whole = _run(p, tbl, timeouts)

@@ -14,7 +14,7 @@ from colcep import col, first, last
 from colcep.engine import matcher as cm
 from colcep.engine import shards as shd
 from colcep.kernels import buffer as kb
-from colcep.kernels import nfa as knfa
+from colcep.engine import program as cprog
 from colcep.kernels import park as kp
 from colcep.ticks import make_ticks
 from conformance import case_pattern, case_table, compiles, feed
@@ -136,6 +136,6 @@ def test_parked_runs_undo(monkeypatch, threads):
     want = feed(cc.Matcher(p, key="name", time="ts"), tbl, sizes)
     probe = cc.Matcher(p, key="name", time="ts", threads=threads)
     probe.process(tbl.slice(0, 1_000))
-    assert max(int(x.park.arrays[kp.P_KL].max(initial=0)) for x in probe._state.parts()) >= knfa.PARK_MIN
+    assert max(int(x.park.arrays[kp.P_KL].max(initial=0)) for x in probe._state.parts()) >= cprog.PARK_MIN
     got = _fail_then_feed(cc.Matcher(p, key="name", time="ts", threads=threads), tbl, sizes)
     assert want.num_rows > 0 and got.equals(want)

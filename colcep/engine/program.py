@@ -25,6 +25,10 @@ from colcep.kernels import codes as kc
 from colcep.kernels import graph as kgraph
 from colcep.pattern import Pattern, with_key
 
+# A key parks its waiting runs (kernels/park.py) from this many live runs on; below it, stepping
+# them costs less than parking and waking them (kernels.nfa.run_batch's opts[9]).
+PARK_MIN = 64
+
 PROGRAM_VERSION = 1  # bump when the tables' meaning changes: snapshots record it in the fingerprint
 
 
@@ -65,9 +69,10 @@ class CompiledPattern:
                 max_out: int = 0, max_all_runs: int = 0) -> tuple:
         """``kernels.nfa.run_batch``'s ``opts`` group for this program, as int64s (one compiled
         signature): window, skip code and stage, timed-out output, the runs and nodes bounds, tick,
-        the bounds on the call's output events and on the runs of all keys (0: none)."""
+        the bounds on the call's output events and on the runs of all keys (0: none), and the
+        live runs from which a key parks its waiting runs (``PARK_MIN``)."""
         return tuple(np.int64(x) for x in (window, self.skip_code, self.skip_stage, timeouts, max_runs, max_nodes,
-                                           tick_ts, max_out, max_all_runs))
+                                           tick_ts, max_out, max_all_runs, PARK_MIN))
 
     def per_run(self, timeouts: bool) -> int:
         """Nodes (and work-array slots) the step kernel reserves per live run and event
