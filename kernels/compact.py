@@ -60,3 +60,73 @@ def compact_buffer(n_row, n_stage, n_parent, high, roots):
             new_roots[i] = new_id[roots[i]]
             ref[new_roots[i]] += 1
     return row, stage, parent, ref, new_roots
+
+
+# what check_buffer finds wrong
+BUF_OK, BUF_PARENT, BUF_STAGE, BUF_JOIN, BUF_ROW, BUF_ROOT, BUF_REF, BUF_CYCLE = range(8)
+
+
+@njit(cache=True, nogil=True)
+def check_buffer(row, stage, parent, ref, roots, n_stages, n_rows):
+    """What is wrong with a compacted buffer (a snapshot's, before any kernel indexes it):
+    ``(code, index)``, ``BUF_OK`` when nothing is. Every parent, JOIN side and root (-1: none) is
+    a node; every stage is the pattern's (or JOIN); every event row is in ``[0, n_rows)``; every
+    ``ref`` is the number of nodes, runs and held matches pointing at the node; no node is its own
+    ancestor (Kahn's algorithm over the parent and JOIN-side edges). ``index``: the first bad node
+    (for ``BUF_ROOT``, the root's position). Time: linear."""
+    n = row.shape[0]
+    kids = np.zeros(n, np.int64)
+    for i in range(n):
+        p = parent[i]
+        if p < -1 or p >= n:
+            return BUF_PARENT, i
+        if p >= 0:
+            kids[p] += 1
+        if stage[i] == JOIN:
+            b = row[i]
+            if b < 0 or b >= n:
+                return BUF_JOIN, i
+            kids[b] += 1
+        elif stage[i] < 0 or stage[i] >= n_stages:
+            return BUF_STAGE, i
+        elif row[i] < 0 or row[i] >= n_rows:
+            return BUF_ROW, i
+    held = np.zeros(n, np.int64)
+    for q in range(roots.shape[0]):
+        r = roots[q]
+        if r < -1 or r >= n:
+            return BUF_ROOT, q
+        if r >= 0:
+            held[r] += 1
+    for i in range(n):
+        if ref[i] != kids[i] + held[i]:
+            return BUF_REF, i
+    # no cycle: remove nodes no other node points at, one by one; what stays is on a cycle
+    stack = np.empty(n, np.int64)
+    sp = 0
+    for i in range(n):
+        if kids[i] == 0:
+            stack[sp] = i
+            sp += 1
+    done = 0
+    while sp > 0:
+        sp -= 1
+        x = stack[sp]
+        done += 1
+        p = parent[x]
+        if p >= 0:
+            kids[p] -= 1
+            if kids[p] == 0:
+                stack[sp] = p
+                sp += 1
+        if stage[x] == JOIN:
+            b = row[x]
+            kids[b] -= 1
+            if kids[b] == 0:
+                stack[sp] = b
+                sp += 1
+    if done < n:
+        for i in range(n):
+            if kids[i] > 0:
+                return BUF_CYCLE, i
+    return BUF_OK, -1

@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from colcep.errors import SnapshotError
+from colcep.kernels import compact as kcompact
 from colcep.kernels.compact import compact_buffer
 from colcep.kernels.buffer import JOIN
 from colcep.engine.keys import KeyCodes
@@ -196,7 +197,18 @@ def _duration_in(d: Any) -> Any:
 
 # ------------------------------------------------------------------------------------ decode
 def decode(program: "CompiledPattern", data: bytes) -> Snapshot:
-    """The snapshot in ``data``, checked against ``program`` (its fingerprint and structure)."""
+    """The snapshot in ``data``, checked against ``program`` (its fingerprint, its structure and
+    everything the kernels index): ``SnapshotError`` for anything else, whatever the bytes."""
+    try:
+        return _decode(program, data)
+    except SnapshotError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, struct.error,
+            pa.ArrowException) as e:
+        raise SnapshotError(f"the snapshot is malformed ({type(e).__name__}: {e}); nothing was restored") from None
+
+
+def _decode(program: "CompiledPattern", data: bytes) -> Snapshot:
     header, blobs = _parse(data)
     if header["fingerprint"] != program.fingerprint:
         raise SnapshotError("the snapshot was taken with a different pattern (program fingerprint "
@@ -209,6 +221,10 @@ def decode(program: "CompiledPattern", data: bytes) -> Snapshot:
     st.runs = Runs(*(blobs.array(f"runs.{n}") for n in ("ptr", "state", "node", "start_ts", "start_pos", "v")))
     st.held = Held(*(blobs.array(f"held.{n}") for n in ("ptr", "start_ts", "start_pos", "end_pos", "node")))
     row, stage, parent, ref = (blobs.array(f"buffer.{n}") for n in ("row", "stage", "parent", "ref"))
+    for what, arrays in (("runs", st.runs.arrays()[1:]), ("held matches", st.held.arrays()[1:]),
+                         ("buffer", (row, stage, parent, ref))):
+        if len({a.shape[0] for a in arrays}) > 1:
+            raise SnapshotError(f"the snapshot's {what} arrays differ in length")
     st.buffer = Buffer.from_nodes(row, stage, parent, ref)
     st.start_dead = blobs.array("start_dead").copy()
     st.key_last_ts = blobs.array("key_last_ts").copy()
@@ -241,7 +257,18 @@ def decode(program: "CompiledPattern", data: bytes) -> Snapshot:
         if "pending" in header["blobs"]:
             st.pending = blobs.table("pending")
     _check_consistent(st, program)
+    _check_indices(st, program, retains=s.get("columns") != [] or s.get("out_of_orderness") is not None)
     return Snapshot(s, st, schema)
+
+
+# the dtype and number of dimensions of every array section
+_DTYPES = {"runs.ptr": ("int64", 1), "runs.state": ("int32", 1), "runs.node": ("int64", 1),
+           "runs.start_ts": ("int64", 1), "runs.start_pos": ("int64", 1), "runs.v": ("float64", 2),
+           "held.ptr": ("int64", 1), "held.start_ts": ("int64", 1), "held.start_pos": ("int64", 1),
+           "held.end_pos": ("int64", 1), "held.node": ("int64", 1), "buffer.row": ("int64", 1),
+           "buffer.stage": ("int32", 1), "buffer.parent": ("int64", 1), "buffer.ref": ("int32", 1),
+           "start_dead": ("uint8", 1), "key_last_ts": ("int64", 1), "history.ptr": ("int64", 1),
+           "history.count": ("int64", 1), "history.ts": ("int64", 1), "history.vals": ("float64", 2)}
 
 
 class _Reader:
@@ -258,8 +285,19 @@ class _Reader:
 
     def array(self, name: str) -> np.ndarray:
         e = self.index[name]
-        a = np.frombuffer(self.raw(name), dtype=np.dtype(e["dtype"]).newbyteorder("<"))
-        return a.astype(np.dtype(e["dtype"]), copy=True).reshape(e["shape"])
+        want = _DTYPES[name]
+        try:
+            dt = np.dtype(e["dtype"])
+            shape = tuple(int(x) for x in e["shape"])
+        except (TypeError, ValueError, KeyError) as err:
+            raise SnapshotError(f"the snapshot's {name!r} section has no valid type and shape ({err})") from None
+        if dt != np.dtype(want[0]) or len(shape) != want[1] or min(shape, default=0) < 0:
+            raise SnapshotError(f"the snapshot's {name!r} section is {dt}{list(shape)}, not {want[1]}-D {want[0]}")
+        raw = self.raw(name)
+        if len(raw) != dt.itemsize * int(np.prod(shape)):
+            raise SnapshotError(f"the snapshot's {name!r} section holds {len(raw)} bytes, not its shape's")
+        a = np.frombuffer(raw, dtype=dt.newbyteorder("<"))
+        return a.astype(dt, copy=True).reshape(shape)
 
     def table(self, name: str) -> pa.Table:
         return pa.ipc.open_stream(pa.py_buffer(self.raw(name))).read_all()
@@ -288,12 +326,68 @@ def _parse(data: bytes) -> tuple[dict, _Reader]:
     return header, _Reader(header["blobs"], memoryview(body)[start + n:])
 
 
+_BUFFER_FAULTS = {kcompact.BUF_PARENT: "a parent outside the buffer", kcompact.BUF_STAGE: "a stage this pattern does "
+                  "not have", kcompact.BUF_JOIN: "a JOIN side outside the buffer", kcompact.BUF_ROW: "an event row "
+                  "outside the rows fed", kcompact.BUF_ROOT: "a run or held match pointing outside the buffer",
+                  kcompact.BUF_REF: "a reference count that is not the number of nodes, runs and held matches "
+                  "pointing at it", kcompact.BUF_CYCLE: "a cycle of parents (a node its own ancestor)"}
+
+
+def _check_indices(st: MatcherState, program: "CompiledPattern", retains: bool) -> None:
+    """Everything the kernels will index or count on, checked before any of them runs: snapshot
+    bytes cross a trust boundary (the digest catches accidents, not intent), and the kernels
+    index without bounds checks. Vectorised (the buffer's check is one linear kernel); a fault
+    raises ``SnapshotError`` naming the section and the first bad index."""
+    counters = (st.rows_seen, st.rows_fed, st.matches_out, st.late_rows)
+    if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**62 for x in counters) \
+            or st.rows_fed > st.rows_seen:
+        raise SnapshotError(f"the snapshot's counters are inconsistent (rows seen, fed, matches, late rows: "
+                            f"{counters!r})")
+    for name in ("watermark", "max_ts", "ticked"):
+        x = getattr(st, name)
+        if x is not None and (not isinstance(x, int) or isinstance(x, bool) or not -2**63 <= x < 2**63):
+            raise SnapshotError(f"the snapshot's {name} is not a time: {x!r}")
+    fed, n_keys = st.rows_fed, st.keys.n
+    for what, x in (("runs", st.runs), ("held matches", st.held)):
+        key = np.repeat(np.arange(n_keys), np.diff(x.ptr))
+        bad = np.flatnonzero((x.start_pos < 0) | (x.start_pos >= fed) | (x.start_ts > st.key_last_ts[key]))
+        if bad.size:
+            raise SnapshotError(f"the snapshot's {what} section has a start (row, time) the key never had, at "
+                                f"index {int(bad[0])}")
+    h = st.held
+    bad = np.flatnonzero((h.end_pos < h.start_pos) | (h.end_pos >= fed))
+    if bad.size:
+        raise SnapshotError(f"the snapshot's held matches section has an end row outside its match, at index "
+                            f"{int(bad[0])}")
+    b = st.buffer
+    n = int(b.meta[0])
+    roots = np.concatenate([st.runs.node, st.held.node]).astype(np.int64)
+    code, i = kcompact.check_buffer(b.row[:n], b.stage[:n], b.parent[:n], b.ref[:n], roots,
+                                    len(program.stage_names), fed)
+    if code != kcompact.BUF_OK:
+        raise SnapshotError(f"the snapshot's buffer section has {_BUFFER_FAULTS[int(code)]}, at index {int(i)}")
+    if st.history is not None and (st.history.count > fed).any():
+        raise SnapshotError(f"the snapshot's history section counts more rows than were fed, at index "
+                            f"{int(np.flatnonzero(st.history.count > fed)[0])}")
+    ids = st.retained[0][0] if st.retained else np.zeros(0, np.int64)
+    if ids.size and ((np.diff(ids) <= 0).any() or ids[0] < 0 or ids[-1] >= fed):
+        raise SnapshotError("the snapshot's retained rows are not distinct rows fed, in order")
+    if retains:  # the output's columns come from the retained rows: every event of a live node is one
+        rows = b.row[:n][b.stage[:n] != JOIN]
+        at = np.searchsorted(ids, rows)
+        miss = np.flatnonzero((at >= ids.size) | (ids[np.minimum(at, max(ids.size - 1, 0))] != rows)) \
+            if ids.size else np.arange(rows.size)
+        if miss.size:
+            raise SnapshotError(f"the snapshot's buffer section refers to an input row it does not hold, at "
+                                f"index {int(np.flatnonzero(b.stage[:n] != JOIN)[miss[0]])}")
+
+
 def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:
     """Cheap structural checks, so that a hand-edited or mismatched snapshot fails here."""
     n_keys = st.keys.n
     n_nodes = int(st.buffer.meta[0])
     for what, x in (("runs", st.runs), ("held matches", st.held)):
-        if x.ptr.shape[0] != n_keys + 1 or x.ptr[-1] != x.node.shape[0] or (np.diff(x.ptr) < 0).any():
+        if x.ptr.shape[0] != n_keys + 1 or x.ptr[0] != 0 or x.ptr[-1] != x.node.shape[0] or (np.diff(x.ptr) < 0).any():
             raise SnapshotError(f"the snapshot's {what} do not fit its {n_keys} keys")
         if x.node.shape[0] and (x.node.min() < -1 or x.node.max() >= n_nodes):
             raise SnapshotError(f"the snapshot's {what} point outside its match buffer")
