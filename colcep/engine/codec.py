@@ -355,10 +355,13 @@ def _check_indices(st: MatcherState, program: "CompiledPattern", retains: bool) 
             raise SnapshotError(f"the snapshot's {what} section has a start (row, time) the key never had, at "
                                 f"index {int(bad[0])}")
     h = st.held
-    bad = np.flatnonzero((h.end_pos < h.start_pos) | (h.end_pos >= fed))
+    first = np.zeros(h.start_pos.shape[0], bool)
+    first[h.ptr[:-1][np.diff(h.ptr) > 0]] = True  # each key's first held match
+    bad = np.flatnonzero((h.end_pos < h.start_pos) | (h.end_pos >= fed)
+                         | (~first & (h.start_pos < np.roll(h.start_pos, 1))))  # released oldest start first
     if bad.size:
-        raise SnapshotError(f"the snapshot's held matches section has an end row outside its match, at index "
-                            f"{int(bad[0])}")
+        raise SnapshotError(f"the snapshot's held matches section has an end row outside its match or a match "
+                            f"out of start order, at index {int(bad[0])}")
     b = st.buffer
     n = int(b.meta[0])
     roots = np.concatenate([st.runs.node, st.held.node]).astype(np.int64)
