@@ -72,16 +72,14 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_FREE, PM_HIGH, PM_LIVE, PM_NK, any_expired, fit_park, grow_park, min_spos, park, park_fits,
-                   park_pass, park_room, park_table, prune, sort_timeouts, take_woken, timeouts, wake_parked)
+from .park import (PM_LIVE, PM_NK, any_expired, fit_park, grow_park, min_spos, park, park_fits, park_pass, park_room,
+                   park_table, pool_room, prune, sort_timeouts, take_woken, timeouts, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, VW, compare, v_update
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
 J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS, PARKS = range(16)
 N_CURSOR = 16
-# a key parks its waiting runs (kernels/park.py) from ``opts[9]`` live runs on (this when it is 0)
-PARK_MIN = 64
 # what _run_key asks of its caller
 DONE, NEED_ROOM, NEED_OUT, OVER_CAPACITY, INTERRUPTED = 0, 1, 2, 3, 4
 
@@ -587,7 +585,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
       (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
       tick time, max output events, max runs of all keys, the live runs from which a key parks
-      its waiting runs (0: ``PARK_MIN``)); ``stop``: the caller sets ``stop[0]`` to interrupt the call;
+      its waiting runs: ``colcep.engine.program.PARK_MIN``); ``stop``: the caller sets ``stop[0]``
+      to interrupt the call;
     - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask): rows in input order,
       ``order`` grouping them by key (CSR ``key_ptr``); ``row0`` is the stream position of
       the batch's first row;
@@ -661,7 +660,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     PK = park_table(prog[0], prog[15], prog[7], prog[8], prog[9], prog[14], prog[10], st_merge, merging)
     pk_idx = PK[0]
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
-    park_min = opts[9] if opts[9] > 0 else PARK_MIN
+    park_min = opts[9]
     P = fit_park(park_, PK[1].shape[0], vw, n_keys)
     pm = P[18]
     pm[PM_NK] = 0
@@ -776,7 +775,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
             need = (na + pm[PM_NK] + 1) * per_run
             n_all = na + P[15][k]
             if not park_room(P, k, need):
-                if opts[8] > 0 and P[0].shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need and \
+                if opts[8] > 0 and pool_room(P) < need and \
                         out_runs + na + pm[PM_LIVE] + need > opts[8]:  # the runs of all keys (the state's bytes)
                     status[0] = ERR_CAPACITY
                     status[1] = k

@@ -203,7 +203,8 @@ def new_park(n_idx, cap, vw, n_keys):
 def fit_park(P, n_idx, vw, n_keys):
     """``P`` for a program with ``n_idx`` threshold heaps a key and V width ``vw``, over at least
     ``n_keys`` keys: the same arrays when they fit (the per-key ones grown), a new empty park
-    when ``P`` was made for another shape and holds no run."""
+    when ``P`` was made for another shape (only ``state.Park.empty()`` is: a part's park is made
+    for its program at its first call)."""
     SEG, KL = P[P_SEG], P[P_KL]
     if SEG.shape[1] != 3 * (n_idx + 1) or (P[P_STATE].shape[0] > 0 and P[P_V].shape[0] != P[P_STATE].shape[0] * vw):
         return new_park(n_idx, 16, vw, n_keys)
@@ -218,10 +219,17 @@ def fit_park(P, n_idx, vw, n_keys):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def pool_room(P):
+    """Slots the pool can give without growing: never used, or free (not quarantined)."""
+    pm = P[P_PM]
+    return P[P_STATE].shape[0] - pm[PM_HIGH] + pm[PM_FREE]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def park_fits(P, k, need):
     """Room to park ``need`` more runs of key ``k`` without moving anything."""
-    SEG, pm = P[P_SEG], P[P_PM]
-    if P[P_STATE].shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need:
+    SEG = P[P_SEG]
+    if pool_room(P) < need:
         return False
     for c in range(0, SEG.shape[1], 3):
         if SEG[k, c + 2] - SEG[k, c + 1] < need:
@@ -233,8 +241,8 @@ def park_fits(P, k, need):
 def park_room(P, k, need):
     """Whether ``need`` more runs of key ``k`` can be parked, after compacting its heaps that are
     mostly stale and moving the ones short of room to the arena's free end."""
-    SEG, pm = P[P_SEG], P[P_PM]
-    if P[P_STATE].shape[0] - pm[PM_HIGH] + pm[PM_FREE] < need:
+    SEG = P[P_SEG]
+    if pool_room(P) < need:
         return False
     for c in range(0, SEG.shape[1], 3):
         if SEG[k, c + 2] - SEG[k, c + 1] < need:
@@ -274,7 +282,7 @@ def grow_park(P, k, need, vw):
     (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, P_key, P_thr, P_idx, P_quar, AK, AS, AQ, SEG, KL, K_slot,
      K_seq, pm) = P
     cap = P_state.shape[0]
-    if cap - pm[PM_HIGH] + pm[PM_FREE] < need:
+    if pool_room(P) < need:
         n2 = max(2 * cap, pm[PM_HIGH] + need + 16)
         P_state = grow(P_state, n2)
         P_node = grow(P_node, n2)
@@ -777,17 +785,16 @@ def undo_call(P):
             SEG[k, 3 * h_start + 1] += 1
             if P_idx[s] >= 0:
                 SEG[k, 3 * P_idx[s] + 1] += 1
-    # in the arena the call began with (it held these entries then, so they fit with no slack)
+    # in the arena the call began with: it held these entries then, so they fit, with room to
+    # grow where there is some
     AK, AS, AQ = P[A_KEY], P[A_SLOT], P[A_SEQ]
-    slack = 16
-    for _ in range(2):
-        at = 0
-        for k in range(SEG.shape[0]):
-            for c in range(0, SEG.shape[1], 3):
-                at += SEG[k, c + 1] + slack if SEG[k, c + 1] > 0 else 0
-        if at <= AK.shape[0]:
-            break
-        slack = 0
+    entries = 0
+    heaps = 0
+    for k in range(SEG.shape[0]):
+        for c in range(0, SEG.shape[1], 3):
+            entries += SEG[k, c + 1]
+            heaps += 1 if SEG[k, c + 1] > 0 else 0
+    slack = 16 if entries + 16 * heaps <= AK.shape[0] else 0
     at = 0
     for k in range(SEG.shape[0]):
         for c in range(0, SEG.shape[1], 3):

@@ -256,6 +256,7 @@ def _decode(program: "CompiledPattern", data: bytes) -> Snapshot:
             st.retained = [(ids, ret.drop_columns([_ROW]))]
         if "pending" in header["blobs"]:
             st.pending = blobs.table("pending")
+    _check_counters(st)
     _check_consistent(st, program)
     _check_indices(st, program, retains=s.get("columns") != [] or s.get("out_of_orderness") is not None)
     return Snapshot(s, st, schema)
@@ -333,11 +334,8 @@ _BUFFER_FAULTS = {kcompact.BUF_PARENT: "a parent outside the buffer", kcompact.B
                   "pointing at it", kcompact.BUF_CYCLE: "a cycle of parents (a node its own ancestor)"}
 
 
-def _check_indices(st: MatcherState, program: "CompiledPattern", retains: bool) -> None:
-    """Everything the kernels will index or count on, checked before any of them runs: snapshot
-    bytes cross a trust boundary (the digest catches accidents, not intent), and the kernels
-    index without bounds checks. Vectorised (the buffer's check is one linear kernel); a fault
-    raises ``SnapshotError`` naming the section and the first bad index."""
+def _check_counters(st: MatcherState) -> None:
+    """The header's counters are counts, and its times times."""
     counters = (st.rows_seen, st.rows_fed, st.matches_out, st.late_rows)
     if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**62 for x in counters) \
             or st.rows_fed > st.rows_seen:
@@ -347,6 +345,13 @@ def _check_indices(st: MatcherState, program: "CompiledPattern", retains: bool) 
         x = getattr(st, name)
         if x is not None and (not isinstance(x, int) or isinstance(x, bool) or not -2**63 <= x < 2**63):
             raise SnapshotError(f"the snapshot's {name} is not a time: {x!r}")
+
+
+def _check_indices(st: MatcherState, program: "CompiledPattern", retains: bool) -> None:
+    """Everything the kernels will index or count on, checked before any of them runs: snapshot
+    bytes cross a trust boundary (the digest catches accidents, not intent), and the kernels
+    index without bounds checks. Vectorised (the buffer's check is one linear kernel); a fault
+    raises ``SnapshotError`` naming the section and the first bad index."""
     fed, n_keys = st.rows_fed, st.keys.n
     for what, x in (("runs", st.runs), ("held matches", st.held)):
         key = np.repeat(np.arange(n_keys), np.diff(x.ptr))
@@ -369,20 +374,17 @@ def _check_indices(st: MatcherState, program: "CompiledPattern", retains: bool) 
                                     len(program.stage_names), fed)
     if code != kcompact.BUF_OK:
         raise SnapshotError(f"the snapshot's buffer section has {_BUFFER_FAULTS[int(code)]}, at index {int(i)}")
-    if st.history is not None and (st.history.count > fed).any():
-        raise SnapshotError(f"the snapshot's history section counts more rows than were fed, at index "
-                            f"{int(np.flatnonzero(st.history.count > fed)[0])}")
     ids = st.retained[0][0] if st.retained else np.zeros(0, np.int64)
     if ids.size and ((np.diff(ids) <= 0).any() or ids[0] < 0 or ids[-1] >= fed):
         raise SnapshotError("the snapshot's retained rows are not distinct rows fed, in order")
     if retains:  # the output's columns come from the retained rows: every event of a live node is one
-        rows = b.row[:n][b.stage[:n] != JOIN]
-        at = np.searchsorted(ids, rows)
-        miss = np.flatnonzero((at >= ids.size) | (ids[np.minimum(at, max(ids.size - 1, 0))] != rows)) \
-            if ids.size else np.arange(rows.size)
+        events = np.flatnonzero(b.stage[:n] != JOIN)
+        rows = b.row[events]
+        at = np.minimum(np.searchsorted(ids, rows), ids.size - 1)
+        miss = np.flatnonzero(ids[at] != rows) if ids.size else np.arange(rows.size)
         if miss.size:
             raise SnapshotError(f"the snapshot's buffer section refers to an input row it does not hold, at "
-                                f"index {int(np.flatnonzero(b.stage[:n] != JOIN)[miss[0]])}")
+                                f"index {int(events[miss[0]])}")
 
 
 def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:
@@ -403,6 +405,6 @@ def _check_consistent(st: MatcherState, program: "CompiledPattern") -> None:
     if st.history is not None:
         from colcep.engine.history import plan
         p = plan(program.lowered.hist_exprs)
-        bad = "this pattern reads no history" if p is None else st.history.check(n_keys, p.n_sources)
+        bad = "this pattern reads no history" if p is None else st.history.check(n_keys, p.n_sources, st.rows_fed)
         if bad:
             raise SnapshotError(f"the snapshot does not fit: {bad}")

@@ -60,13 +60,17 @@ class History:
         count = np.array([self.count[c] if c < n_old else 0 for c in codes], np.int64)
         return History(ptr, count, self.ts[sel], self.vals[:, sel])
 
-    def check(self, n_keys: int, n_sources: int) -> "str | None":
-        """What is wrong with these arrays for ``n_keys`` keys and ``n_sources`` sources, or None."""
+    def check(self, n_keys: int, n_sources: int, rows_fed: int) -> "str | None":
+        """What is wrong with these arrays for ``n_keys`` keys and ``n_sources`` sources, after
+        ``rows_fed`` rows, or None."""
         p = self.ptr
         if p.ndim != 1 or p.shape[0] < 1 or p.shape[0] > n_keys + 1 or p[0] != 0 or (np.diff(p) < 0).any():
             return "its history does not fit its keys"
         if self.count.shape != (p.shape[0] - 1,) or (self.count < np.diff(p)).any():
             return "its history's row counts do not fit its keys"
+        over = np.flatnonzero(self.count > rows_fed)
+        if over.size:
+            return f"its history counts more rows than were fed, at index {int(over[0])}"
         if self.ts.shape != (int(p[-1]),) or self.vals.ndim != 2 or self.vals.shape != (n_sources, int(p[-1])):
             return "its history does not fit this pattern"
         return None
