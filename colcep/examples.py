@@ -11,8 +11,8 @@ The scans used by ``colcep scan --pattern NAME`` and ``examples/``:
 - ``any_triple``: every rising triple after a large trade (skip-till-any-match);
 - ``spike_no_recovery``: a price spike not followed by a recovery within 5 minutes (negation).
 
-``P1``..``P4`` are the four benchmark patterns of ``shared/bench/patterns.json``, translated
-one to one (``benchmark_pattern("P3")`` is the same object as ``P3``).
+``P1``..``P5`` are the benchmark patterns of docs/benchmarks.md, translated one to one from the
+benchmark's JSON (``benchmark_pattern("P3")`` is the same object as ``P3``).
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@
 Columns: ``id`` (int64, arrival order), ``name`` (string, the symbol), ``ts`` (int64 ms,
 non-decreasing over the whole stream, about 2 ms apart), ``price`` (float64, a geometric
 random walk per symbol, 4 decimals) and ``volume`` (float64, log-normal, median about 300).
-The algorithm and its random draws are those of ``shared/bench/gen_ticks.py``, so the same
-(events, symbols, seed) gives the same rows as the benchmark data.
+The algorithm and its random draws are those of the benchmark's tick generator (docs/benchmarks.md),
+so the same (events, symbols, seed) gives the same rows as the benchmark data.
 """
 from __future__ import annotations
 

@@ -241,6 +241,24 @@ def test_keyed_stream_rejects_a_composite_key_seen_again():
         ks.feed(pa.concat_tables([srt.slice(0, 1), srt.slice(99, 1)]))  # the open key after another
 
 
+def test_keyed_stream_names_a_null_by_its_seq():
+    """A Spark task (check_nulls=False) that meets a null key, time or seq names the row by its
+    seq and values, not by its place in the task's sorted rows."""
+    t = stream(200, 9)
+    srt = t.take(pc.sort_indices(t, sort_keys=[(c, "ascending") for c in KEY + ["ts", "id"]]))
+    ids = srt.column("id").to_pylist()
+    for col, role in [("venue", "key"), ("ts", "time"), ("id", "seq")]:
+        i = srt.schema.get_field_index(col)
+        vals = srt.column(col).to_pylist()
+        vals[150] = None
+        bad = srt.set_column(i, col, pa.array(vals, srt.schema.field(col).type))
+        ks = KeyedStream(arrow_spec(srt.schema, PATTERNS["rise"], KEY, "ts", [], seq="id"))
+        ks.feed(bad.slice(0, 100))
+        shown = "None" if col == "id" else str(ids[150])
+        with pytest.raises(InputError, match=rf"{role} column '{col}' has a null in the row id={shown} \{{"):
+            ks.feed(bad.slice(100))
+
+
 def test_sql_partition_by_several_columns():
     t = stream(500, 12)
     q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY {p} ORDER BY ts

@@ -100,6 +100,15 @@ def test_bad_input(table, message):
         cc.Matcher(RISE, key="sym", time="ts").process(table)
 
 
+def test_null_key_named_by_its_input_row_when_match_sorts():
+    """match() sorts an unsorted table first; an error still names the row as the input has it."""
+    t = pa.table({"sym": ["x", "y", "x", "y", None, "x"], "ts": [5, 4, 3, 2, 1, 6], "p": [1.0] * 6, "v": [1.0] * 6})
+    with pytest.raises(cc.InputError, match="key column 'sym' has a null at row 4"):
+        cc.match(t, RISE, key="sym", time="ts")
+    with pytest.raises(cc.InputError, match="key column 'sym' has a null at row 4"):
+        cc.match(t.slice(0, 5).append_column("k2", pa.array([1] * 5)), RISE, key=["k2", "sym"], time="ts")
+
+
 def test_nulls_in_data_compare_false():
     t = pa.table({"ts": [1, 2, 3], "p": [1.0, None, 2.0], "v": [9.0, 9.0, 0.0]})
     out = cc.match(t, RISE, time="ts", columns=[])

@@ -261,10 +261,10 @@ def test_spark_errors_before_the_job(spark, ticks):
     with pytest.raises(PatternError, match="stage 'a'"):
         match(df, colcep.Pattern.begin("a").where(col("name") > 1.0), "name", "ts")
     nulls = df.withColumn("name", F.when(F.col("id") == 17, F.lit(None)).otherwise(F.col("name")))
-    with pytest.raises(InputError, match="key column 'name' has nulls"):
+    with pytest.raises(InputError, match=r"key column 'name' has nulls \(e.g. the row \{'name': None, 'ts': .*'id': 17,"):
         match(nulls, P1, "name", "ts")
     nt = df.withColumn("ts", F.when(F.col("id") == 5, F.lit(None)).otherwise(F.col("ts")))
-    with pytest.raises(InputError, match="time column 'ts' has nulls"):
+    with pytest.raises(InputError, match=r"time column 'ts' has nulls \(e.g. the row \{.*'id': 5,"):
         match(nt, P1, "name", "ts")
 
 

@@ -29,7 +29,7 @@ import pytest
 import colcep
 from colcep import CapacityError, col
 from colcep.examples import get_example
-from colcep.spark.stream import step, stream_spec
+from colcep.spark.stream import KeyState, step, stream_spec, timer_ms
 from colcep.ticks import make_ticks
 
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
@@ -37,11 +37,11 @@ DELAY_US = 5_000_000             # the watermark delay of these tests: 5 s
 SENTINEL = "ZZZZ"                # a key whose one far-future row moves the watermark past everything
 
 
-def ticks_us(n: int, symbols: int, seed: int, spread: int = 30) -> pa.Table:
-    """Generated ticks with ``ts`` in microseconds from 2026-01-01, ``spread`` x slower than
-    make_ticks' (so that 30 s windows expire within the stream)."""
+def ticks_us(n: int, symbols: int, seed: int, spread: int = 30, base: int = BASE_US) -> pa.Table:
+    """Generated ticks with ``ts`` in microseconds from ``base`` (2026-01-01), ``spread`` x slower
+    than make_ticks' (so that 30 s windows expire within the stream)."""
     t = make_ticks(n, symbols, seed)
-    ts = pc.add(pc.multiply(t.column("ts"), 1000 * spread), BASE_US)
+    ts = pc.add(pc.multiply(t.column("ts"), 1000 * spread), base)
     return t.set_column(t.schema.get_field_index("ts"), "ts", ts)
 
 
@@ -87,31 +87,38 @@ def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US):
     max_ms = None
     wm_ms = 0
 
+    def timer(wake):  # as match_stream sets it, checked as Spark's setTimeoutTimestamp checks it
+        if wake is None:
+            return None
+        ms = timer_ms(wake, wm_ms)
+        assert ms > 0 and ms >= wm_ms
+        return ms
+
     def run(batch):
         wm = wm_ms * 1000 if wm_ms > 0 else None
         by = {}
-        if batch is not None:  # Spark's groupBy(key columns...)
+        if batch is not None:  # Spark's groupBy(key columns...): a null key is a group too
             vals = list(zip(*(batch.column(c).to_pylist() for c in spec.key_columns)))
             vals = [v[0] for v in vals] if len(spec.key_columns) == 1 else vals
             for k in dict.fromkeys(vals):
                 by[k] = batch.filter(pa.array([v == k for v in vals]))
         n = 0
-        for k in sorted(by):
+        for k in sorted(by, key=_null_last):
             out, states[k], wake = step(spec, by[k], states.get(k), wm)
-            timers[k] = None if wake is None else max(-(-wake // 1000) - 1, wm_ms)
+            timers[k] = timer(wake)
             outs.append(out)
             n += 1
-        for k in sorted(timers):
+        for k in sorted(timers, key=_null_last):
             if k not in by and timers[k] is not None and timers[k] < wm_ms:
                 out, states[k], wake = step(spec, None, states[k], wm)
-                timers[k] = None if wake is None else max(-(-wake // 1000) - 1, wm_ms)
+                timers[k] = timer(wake)
                 outs.append(out)
                 n += 1
         calls.append(n)
 
     for b in batches:
         run(b)
-        mx = int(pc.max(b.column(spec.time)).as_py()) // 1000
+        mx = int(pc.max(b.column(spec.time)).as_py()) // 1000  # (Spark's max skips null times)
         max_ms = mx if max_ms is None else max(max_ms, mx)
         new = max_ms - delay_us // 1000
         wm_ms = max(wm_ms, new)
@@ -119,10 +126,16 @@ def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US):
     return pa.concat_tables(outs), states, calls
 
 
+def _null_last(k):
+    return (k is None, k)
+
+
 def canon(t: pa.Table, key: str = "name") -> Counter:
     """Matches as a multiset of (key, timed_out, ((stage, row), ...)), independent of ids."""
     if "late" in t.column_names:
         t = t.filter(pc.invert(t.column("late")))
+    if "rejected" in t.column_names:
+        t = t.filter(pc.is_null(t.column("rejected")))
     d = t.to_pydict()
     m: dict = {}
     for i in range(t.num_rows):
@@ -325,6 +338,84 @@ def test_stream_spec_errors():
         stream_spec(t.append_column("late", pa.array([True] * 10)).schema, pattern, "name", "ts")
 
 
+def with_bad_rows(batches: list[pa.Table], per_batch: int = 1) -> tuple[list[pa.Table], Counter]:
+    """Copies of rows of each batch spoiled in each way (a null key, a null time, a null seq, a
+    null key and time), inserted among the batch's rows; each copy's price marks it. Returns the
+    batches and the multiset of (reason, row, price) they must come out flagged with."""
+    out, want, mark = [], Counter(), 10**6
+    spoils = [({"name": None}, "key column 'name' is null"), ({"ts": None}, "time column 'ts' is null"),
+              ({"id": None}, "seq column 'id' is null"), ({"name": None, "ts": None}, "key column 'name' is null")]
+    for i, b in enumerate(batches):
+        rows = b.to_pylist()
+        for j in range(per_batch):
+            for spoil, reason in spoils:
+                r = dict(rows[(7 * i + 3 * j + len(rows) // 2) % len(rows)], price=float(mark), id=10**8 + mark)
+                r.update(spoil)
+                rows.insert(mark % len(rows), r)
+                want[(reason, r["id"], r["price"])] += 1
+                mark += 1
+        out.append(pa.Table.from_pylist(rows, schema=b.schema))
+    return out, want
+
+
+def rejected_rows(t: pa.Table) -> Counter:
+    bad = t.filter(pc.is_valid(t.column("rejected")))
+    assert bad.column("match_id").null_count == bad.num_rows and not any(bad.column("late").to_pylist())
+    return Counter(zip(bad.column("rejected").to_pylist(), bad.column("row").to_pylist(),
+                       bad.column("price").to_pylist()))
+
+
+def test_timer_is_positive_and_not_behind_the_watermark():
+    """Spark takes an event-time timeout > 0 and >= its watermark, and calls the key once the
+    watermark is past it: a deadline at or before 1970 is clamped to 1 ms."""
+    assert timer_ms(0, 0) == 1 and timer_ms(-90 * 10**6, 0) == 1 and timer_ms(-2**62, 0) == 1
+    assert timer_ms(2001, 0) == 2          # called at watermark >= 3 ms: past 2.001 ms
+    assert timer_ms(2000, 0) == 1          # called at watermark >= 2 ms
+    assert timer_ms(BASE_US, 5) == BASE_US // 1000 - 1
+    assert timer_ms(2001, 50) == 50        # never behind the watermark
+
+
+@pytest.mark.parametrize("base", [-30_000, -90 * 10**6], ids=["1970", "before-1970"])  # (first tick: 0, -90 s)
+@pytest.mark.parametrize("bad", [False, True], ids=["clean", "bad-rows"])
+def test_stream_near_1970_and_bad_rows(base, bad):
+    """Event times from 1970-01-01T00:00:00 (and from 90 s before it), with and without bad rows of each
+    kind: the bad rows come out flagged with their reason, seq and columns; every other row is
+    matched as if they were not there, and late rows are Spark's."""
+    pattern = get_example("paper_query3").pattern
+    t = ticks_us(3000, 8, 5, base=base)
+    spec = stream_spec(t.schema, pattern, "name", "ts", ["price", "volume", "ts"], seq="id", timeouts=True)
+    batches = arrival(t, 6, seed=4, late=12)
+    fed, want_bad = with_bad_rows(batches) if bad else (batches, Counter())
+    got, states, _ = model(spec, fed + [sentinel_row(t)])
+    assert rejected_rows(got) == want_bad
+    late = late_ids(got)
+    assert late == expected_late(batches) and late
+    want = batch_matches(without(t, late), pattern, timeouts=True)
+    assert canon(got) == canon(want) and sum(canon(want).values()) > 5
+    if bad:  # the null key's group leaves the empty state, which match_stream does not store
+        assert states[None] == KeyState()
+        # a rejected row's columns are its own
+        r = got.filter(pc.is_valid(got.column("rejected")))
+        assert sorted(r.column("ts").is_null().to_pylist()).count(True) == 2 * len(batches)
+
+
+def test_bad_rows_fail_names_the_row():
+    t = ticks_us(40, 2, 1)
+    spec = stream_spec(t.schema, get_example("paper_query3").pattern, "name", "ts", ["price"], seq="id",
+                       bad_rows="fail")
+    (b,), _ = with_bad_rows([t])
+    with pytest.raises(colcep.InputError, match=r"key column 'name' is null in the row id=101000000 "
+                                                r"\{'name': None, 'ts': \d+, 'id': 101000000, "):
+        step(spec, b.filter(pc.is_null(b.column("name"))), None, None)
+    with pytest.raises(colcep.InputError, match=r"time column 'ts' is null in the row id=101000001 "):
+        step(spec, b.filter(pc.is_null(b.column("ts"))), None, None)
+    with pytest.raises(colcep.InputError, match=r"bad_rows must be one of \('flag', 'fail'\), got 'skip'"):
+        stream_spec(t.schema, get_example("paper_query3").pattern, "name", "ts", bad_rows="skip")
+    # NaN keys cannot come: a floating-point key column is refused before the query starts
+    with pytest.raises(colcep.InputError, match="key column 'price' must be a string, integer or boolean"):
+        stream_spec(t.schema, get_example("paper_query3").pattern, "price", "ts")
+
+
 # ============================================================================ on Spark
 SCHEMA_DDL = "id long, name string, ts timestamp, price double, volume double"
 PATTERN = "paper_query3"
@@ -405,6 +496,26 @@ def test_spark_stream_exactly_once_and_equal_to_batch(tmp_path):
     assert report["keys"] == 7 and report["bytes_per_key"] > 0
 
 
+@pytest.mark.spark
+def test_spark_stream_near_1970_with_bad_rows(tmp_path):
+    """A real query over ticks from 90 s before 1970 (Spark's watermark starts at 0 and the
+    first event-time timers fall at or before it), with bad rows of each kind in every file: the
+    query runs through, the bad rows come out flagged, the rest as colcep.spark.match gives them."""
+    t = ticks_us(2400, 6, 21, base=-90 * 10**6)
+    batches = arrival(t, 4, seed=2, late=10)
+    fed, want_bad = with_bad_rows(batches)
+    write_files(tmp_path / "in", fed + [sentinel_row(t)])
+    assert run_job(tmp_path, "clean") == 0
+    clean = sink_table(tmp_path / "clean" / "out")
+    assert rejected_rows(clean) == want_bad
+    late = late_ids(clean)
+    assert late == expected_late(batches) and len(late) > 0
+    batch = pq.read_table(tmp_path / "clean" / "batch.parquet")
+    assert canon(clean) == canon(batch) and sum(canon(batch).values()) > 10
+    matched = clean.filter(pc.is_valid(clean.column("match_id")))
+    assert pc.min(pc.cast(matched.column("ts"), pa.int64())).as_py() < 0  # matched rows before 1970 came out
+
+
 # ============================================================================ the job (child process)
 def _job(src: str, work: str, kill: str | None) -> None:
     """A streaming query over ``src`` (one file per micro-batch) into ``work/out`` with its
@@ -451,7 +562,8 @@ def _job(src: str, work: str, kill: str | None) -> None:
     if kill is None and not os.path.exists(f"{work}/batch.parquet"):
         sink = spark.read.parquet(f"{work}/out")
         late = [r[0] for r in sink.where("late").select("row").collect()]
-        data = spark.read.schema(SCHEMA_DDL).parquet(src).where(F.col("name") != SENTINEL)
+        data = spark.read.schema(SCHEMA_DDL).parquet(src).where(  # (the rows a stream rejects: nulls)
+            (F.col("name") != SENTINEL) & F.col("ts").isNotNull() & F.col("id").isNotNull())
         data = data.where(~F.col("id").isin(late)) if late else data
         batch = match(data.withColumn("ts", F.unix_micros("ts")), get_example(PATTERN).pattern, key="name",
                       time="ts", columns=["price"], seq="id", timeouts=True, time_unit="us")

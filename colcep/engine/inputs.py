@@ -209,3 +209,22 @@ def _epoch_unit(t: Any) -> str | None:
 
 def guess_name(unit: str) -> str:
     return {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[unit]
+
+
+def first_nulls(tbl: pa.Table, checks: list[tuple[str, str]]) -> np.ndarray:
+    """Per row, the index in ``checks`` (``(role, column)`` pairs: the columns a row cannot do
+    without) of the first column null in that row, or -1."""
+    first = np.full(tbl.num_rows, -1, np.int64)
+    for i in reversed(range(len(checks))):  # the first check a row fails wins
+        col = tbl.column(checks[i][1])
+        if col.null_count:
+            first[col.is_null().to_numpy(zero_copy_only=False)] = i
+    return first
+
+
+def describe_row(tbl: pa.Table, i: int, time: str, seq: str | None = None, hide: tuple[str, ...] = ()) -> str:
+    """Row ``i`` as a user finds it in the input: its ``seq`` (when there is one), then its values
+    (the time as an integer in ``tbl``'s units, nulls as None)."""
+    vals = {k: v for k, v in tbl.slice(i, 1).to_pylist()[0].items() if k not in hide}
+    head = f"{seq}={vals.get(seq)} " if seq is not None and seq in vals else ""
+    return head + "{" + ", ".join(f"{k!r}: {v!r}" for k, v in vals.items()) + "}"

@@ -806,6 +806,8 @@ def _is_sorted(tbl: pa.Table, time: str, key: Any) -> bool:
 
 
 def _match_unsorted(m: Matcher, tbl: pa.Table, time: str) -> pa.Table:
+    if all(k in tbl.column_names for k in m._state.keys.names):
+        m._state.keys.check_nulls(tbl)  # before the sort, so that an error names the row as given
     ts = tbl.column(time)
     if pa.types.is_timestamp(ts.type):
         ts = ts.cast(pa.int64())

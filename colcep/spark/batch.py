@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from colcep.cache import compile_lock, kernel_compiles
 from colcep.errors import InputError
 from colcep.expr import Expr
+from colcep.engine.inputs import describe_row, first_nulls
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -120,6 +121,7 @@ class KeyedStream:
         n = batch.num_rows
         if n == 0:
             return []
+        self._check_nulls(batch)
         self.rows += n
         out: list[pa.Table] = []
         if self.spec.key is None:
@@ -148,6 +150,21 @@ class KeyedStream:
         self._emit(out, self._m.process(batch.slice(start)))
         self._open = [a[n - 1] for a in keys]
         return out
+
+    def _check_nulls(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """A null key, time or seq is an InputError naming the row as the input has it (its seq
+        and values), not by its place in this task's sorted share of the rows."""
+        spec = self.spec
+        checks = [("key", k) for k in spec.key_columns] + [("time", spec.time)] + \
+            ([("seq", spec.row)] if spec.row != ROW_COL else [])
+        if not any(batch.column(c).null_count for _, c in checks):
+            return
+        first = first_nulls(batch, checks)
+        i = int(np.flatnonzero(first >= 0)[0])
+        role, c = checks[first[i]]
+        seq = None if spec.row == ROW_COL else spec.row
+        raise InputError(f"{role} column {c!r} has a null in the row {describe_row(batch, i, spec.time, seq, (ROW_COL,))}"
+                         "; drop or fill such rows before matching")
 
     def finish(self) -> list[pa.Table]:
         """End of the task's input: close the open keys."""
@@ -615,7 +632,8 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
 
 
 def _check_nulls(df: "DataFrame", roles: dict[str, str]) -> None:
-    """One JVM query (no Python workers) for a null in the given columns."""
+    """One JVM query (no Python workers) for a null in the given columns; the error shows the
+    first such row whole (its first 12 columns), so that it can be found in the input."""
     cols = list(roles)
     if not cols:
         return
@@ -624,11 +642,12 @@ def _check_nulls(df: "DataFrame", roles: dict[str, str]) -> None:
     cond = F.col(cols[0]).isNull()
     for c in cols[1:]:
         cond = cond | F.col(c).isNull()
-    bad = df.where(cond).select(*cols).limit(1).collect()
+    shown = list(dict.fromkeys([*cols, *df.columns]))[:12]
+    bad = df.where(cond).select(*shown).limit(1).collect()
     if bad:
         r = bad[0].asDict()
         c = next(c for c in cols if r[c] is None)
-        raise InputError(f"{roles[c]} column {c!r} has nulls (e.g. a row with {r}); drop or fill them before "
+        raise InputError(f"{roles[c]} column {c!r} has nulls (e.g. the row {r}); drop or fill them before "
                          "matching")
 
 

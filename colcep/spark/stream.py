@@ -28,14 +28,23 @@ The output has one row per matched event, as :func:`colcep.spark.match`: ``match
 per-key counter kept in the state, so ``(key, match_id)`` identifies a match and is the same
 after any restart), the key, ``stage``, ``row`` (the ``seq`` column's value, or without ``seq``
 the row's arrival number within its key), ``timed_out`` / ``timeout_ts`` (with
-``timeouts=True``), ``late`` and the selected columns; a late row has ``late = true``, null
-``match_id`` and ``stage``, and its columns.
+``timeouts=True``), ``late``, ``rejected`` and the selected columns; a late row has ``late = true``,
+null ``match_id`` and ``stage``, and its columns.
+
+Bad rows: a row the matcher cannot take (a null in a key column, the time column or the ``seq``
+column) comes out at once with ``rejected`` = the reason (``"key column 'name' is null"``), null
+``match_id`` and ``stage``, its ``seq`` as ``row`` and its columns; every other row is matched as if
+it had not been there, and the query goes on. ``bad_rows="fail"`` fails the micro-batch instead,
+with an error that names the row by its ``seq`` and values.
+
+Times: any timestamp Spark holds, before 1970 too. Spark's watermark starts at 0 (1970-01-01) and
+never goes below it: rows wait until it is positive, and a key's event-time timer is clamped to
+Spark's smallest (1 ms), so it fires with the first watermark past its deadline.
 
 The per-key step (:func:`step`) needs no Spark; tests drive it directly.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -44,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.errors import CapacityError, InputError
+from colcep.engine.inputs import describe_row, first_nulls
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -56,16 +66,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["match_stream", "step", "KeyState", "StreamSpec", "stream_spec", "state_report",
-           "DEFAULT_KEY_STATE_BYTES", "LATE"]
+           "DEFAULT_KEY_STATE_BYTES", "LATE", "REJECTED", "BAD_ROWS", "timer_ms"]
 
 #: Bound on one key's stored state (snapshot bytes) and on its match buffer.
 DEFAULT_KEY_STATE_BYTES = 64 << 20
 #: The output column flagging late rows.
 LATE = "late"
+#: The output column giving why a row was rejected (null: the row was taken).
+REJECTED = "rejected"
+#: What ``bad_rows=`` takes: flag bad rows in the output and go on, or fail the micro-batch.
+BAD_ROWS = ("flag", "fail")
 _WM_COL = "__colcep_wm"          # carries the watermark metadata, never late (see match_stream)
 _WM_FAR = "2261-12-31 00:00:00"  # within pandas' nanosecond range
 _DELAY_KEY = "spark.watermarkDelayMs"
-_RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts", LATE)
+_RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts", LATE, REJECTED)
 
 
 # ============================================================================ the per-key step
@@ -84,6 +98,7 @@ class StreamSpec(CompiledOnce):
     in_schema: pa.Schema         # the rows a step receives
     out_schema: pa.Schema        # the rows a step returns
     tier: str = "generic"        # the kernel tier (colcep.Matcher)
+    bad_rows: str = "flag"       # one of BAD_ROWS
 
     @property
     def row(self) -> str:
@@ -128,7 +143,7 @@ def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str 
                 columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None,
-                tier: str = "generic") -> StreamSpec:
+                tier: str = "generic", bad_rows: str = "flag") -> StreamSpec:
     """The step spec for rows with Arrow ``schema`` (the time column an int64 of microseconds);
     validated by binding the pattern. Used by :func:`match_stream` and, without Spark, by tests."""
     pattern, key = with_key(pattern, key)
@@ -136,6 +151,8 @@ def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str 
 
     if key is None:
         raise InputError("match_stream needs a key column (key=...): Spark keeps the state per key")
+    if bad_rows not in BAD_ROWS:
+        raise InputError(f"bad_rows must be one of {BAD_ROWS}, got {bad_rows!r}")
     key = normalize_key(key, time)
     keys = key_names(key)
     fields = {f.name: f.type for f in schema}
@@ -153,10 +170,10 @@ def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str 
            pa.field("row", pa.int64())]
     if timeouts:
         out += [pa.field("timed_out", pa.bool_()), pa.field("timeout_ts", tt)]
-    out.append(pa.field(LATE, pa.bool_()))
+    out += [pa.field(LATE, pa.bool_()), pa.field(REJECTED, pa.string())]
     out += [pa.field(c, tt) if c == time else schema.field(c) for c in out_cols]
     spec = StreamSpec(pattern, key, time, seq, tuple(out_cols), bool(timeouts), int(max_partial_matches),
-                      int(max_state_bytes), in_schema, pa.schema(out), check_tier(tier))
+                      int(max_state_bytes), in_schema, pa.schema(out), check_tier(tier), bad_rows)
     m = spec.matcher()  # binds the pattern: condition types, the window in microseconds
     m.process(in_schema.empty_table())
     return spec
@@ -173,17 +190,19 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
     store and the next time (microseconds) the key must be called at even without rows (None:
     only when rows come). Deterministic: the same arguments give the same results.
 
-    Rows at or behind the watermark are late. The others wait in the state until the watermark
+    Rows with a null key, time or ``seq`` are rejected (:data:`REJECTED`; with
+    ``bad_rows="fail"`` an InputError naming the row). Rows at or behind the watermark are late. The others wait in the state until the watermark
     reaches them and then go to the key's Matcher (``out_of_orderness="watermarks"``) with the
     watermark, in (time, ``seq``) order (without ``seq``: time, then the rows' values), whichever
     micro-batch they came in: the order of the batch path, and the same on any replay."""
     state = state or KeyState()
-    late = None
+    late = rejected = None
     waiting = _read_rows(state.pending) if state.pending is not None else None
     if rows is not None and rows.num_rows:
         rows = rows.select(spec.in_schema.names)
         if rows.schema != spec.in_schema:
             rows = rows.cast(spec.in_schema)
+        rejected, rows = _reject(spec, rows)
         if watermark is not None:
             is_late = time_values(rows, spec.time) <= watermark
             if is_late.any():
@@ -202,8 +221,10 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
         matches = m.process(feed, watermark=watermark) if watermark is not None else m.process(feed)
         if matches.num_rows:
             out.append(_matches_out(spec, matches, state))
+    if rejected is not None:
+        out.append(_flagged_out(spec, *rejected))
     if late is not None and late.num_rows:
-        out.append(_late_out(spec, late))
+        out.append(_flagged_out(spec, late))
     table = pa.concat_tables(out) if out else spec.out_schema.empty_table()
     pending = None
     wake = None
@@ -228,6 +249,25 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
             f"max_state_bytes={spec.max_state_bytes:,}; tighten the pattern (within(), a more selective condition, "
             "a skip strategy), lower the watermark delay, or raise the bound")
     return table, new, wake
+
+
+def _reject(spec: StreamSpec, rows: pa.Table) -> tuple[tuple[pa.Table, pa.Array] | None, pa.Table]:
+    """Splits off the rows the matcher cannot take: ``((bad rows, their reasons) or None, good rows)``.
+    A row's reason is its first null among the key columns, the time column and ``seq``."""
+    checks = [("key", k) for k in spec.key_columns] + [("time", spec.time)] + \
+        ([("seq", spec.seq)] if spec.seq is not None else [])
+    reason = first_nulls(rows, checks)
+    bad = reason >= 0
+    if not bad.any():
+        return None, rows
+    if spec.bad_rows == "fail":
+        i = int(np.flatnonzero(bad)[0])
+        role, c = checks[reason[i]]
+        raise InputError(f"{role} column {c!r} is null in the row {describe_row(rows, i, spec.time, spec.seq)}; "
+                         "drop or fill such rows, or use bad_rows='flag' to have them come out flagged while the "
+                         "query goes on")
+    texts = pa.array([f"{role} column {c!r} is null" for role, c in checks])
+    return (rows.filter(pa.array(bad)), texts.take(pa.array(reason[bad]))), rows.filter(pa.array(~bad))
 
 
 def _first_key(spec: StreamSpec, rows: pa.Table) -> Any:
@@ -279,13 +319,15 @@ def _matches_out(spec: StreamSpec, t: pa.Table, state: KeyState) -> pa.Table:
             pc.add(t.column("row"), pa.scalar(state.row_base, pa.int64()))]
     if spec.timeouts:
         cols += [t.column("timed_out"), _to_out_time(spec, t.column("timeout_ts"), schema.field("timeout_ts"))]
-    cols.append(pa.array(np.zeros(n, bool)))
+    cols += [pa.array(np.zeros(n, bool)), pa.nulls(n, pa.string())]
     for c in spec.columns:
         cols.append(_to_out_time(spec, t.column(c), schema.field(c)) if c == spec.time else t.column(c))
     return pa.Table.from_arrays([_cast(c, f.type) for c, f in zip(cols, schema)], schema=schema)
 
 
-def _late_out(spec: StreamSpec, t: pa.Table) -> pa.Table:
+def _flagged_out(spec: StreamSpec, t: pa.Table, rejected: pa.Array | None = None) -> pa.Table:
+    """Rows that are not matched, with their columns: late ones (``rejected`` None) or rejected
+    ones (``rejected``: each row's reason)."""
     schema = spec.out_schema
     n = t.num_rows
     cols = []
@@ -295,7 +337,9 @@ def _late_out(spec: StreamSpec, t: pa.Table) -> pa.Table:
         elif f.name == "row":
             cols.append(t.column(spec.seq).cast(pa.int64()) if spec.seq is not None else pa.nulls(n, pa.int64()))
         elif f.name == LATE:
-            cols.append(pa.array(np.ones(n, bool)))
+            cols.append(pa.array(np.full(n, rejected is None)))
+        elif f.name == REJECTED:
+            cols.append(pa.nulls(n, pa.string()) if rejected is None else rejected)
         elif f.name in spec.columns:
             cols.append(_to_out_time(spec, t.column(f.name), f) if f.name == spec.time else t.column(f.name))
         else:  # match_id, stage, timed_out, timeout_ts
@@ -326,12 +370,19 @@ class _StreamFn:
         wm_ms = _watermark_ms(state)
         prev = KeyState(*state.get) if state.exists else None
         out, new, wake = step(spec, rows, prev, wm_ms * 1000 if wm_ms > 0 else None)
-        state.update(new.as_tuple())
+        if state.exists or new != KeyState():  # (a group of rejected rows alone keeps no state)
+            state.update(new.as_tuple())
         if wake is not None:
-            # Spark calls a timed-out key once its watermark is past the timestamp (in ms)
-            state.setTimeoutTimestamp(max(math.ceil(wake / 1000) - 1, wm_ms, 0))
+            state.setTimeoutTimestamp(timer_ms(wake, wm_ms))
         if out.num_rows:
             yield out.to_pandas()
+
+
+def timer_ms(wake: int, watermark_ms: int) -> int:
+    """The event-time timeout (ms) that has Spark call a key once its watermark passes ``wake``
+    (us): Spark calls a key when the watermark is past the timestamp, and takes only a positive
+    timestamp not behind the watermark, so a deadline at or before 1970 is clamped to 1 ms."""
+    return max(-(-wake // 1000) - 1, watermark_ms, 1)
 
 
 def _watermark_ms(state: Any) -> int:
@@ -356,7 +407,8 @@ def _state_struct():
 def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                  columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = "generic") -> "DataFrame":
+                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = "generic",
+                 bad_rows: str = "flag") -> "DataFrame":
     """Find ``pattern`` per ``key`` in a streaming DataFrame; returns a streaming DataFrame of
     matches (one row per matched event) and late rows, to write in ``append`` mode.
 
@@ -377,6 +429,9 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
     max_state_bytes: bound on one key's state (its match buffer and its stored snapshot).
     A key over a bound fails the micro-batch with ``CapacityError`` naming the key and figures.
     tier: the kernel tier of every key's Matcher (:func:`colcep.spark.match`).
+    bad_rows: ``"flag"`` (default): a row with a null key, time or ``seq`` comes out with
+        ``rejected`` = the reason and the query goes on; ``"fail"``: it fails the micro-batch with
+        an InputError naming the row.
     """
     pattern, key = with_key(pattern, key)
     from pyspark.sql import functions as F
@@ -413,7 +468,7 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
     tz = spark.conf.get("spark.sql.session.timeZone", "UTC")
     spec = stream_spec(arrow_in, pattern, key, time, columns, seq=seq, timeouts=timeouts,
                        max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes,
-                       out_time_type=pa.timestamp("us", tz=tz), tier=tier)
+                       out_time_type=pa.timestamp("us", tz=tz), tier=tier, bad_rows=bad_rows)
     # The operator must see a watermarked column, or Spark refuses event-time timeouts; a
     # constant far-future one is never late, so Spark drops no row: colcep decides lateness.
     proj = plain.select(*spec.in_schema.names,
@@ -425,7 +480,7 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
     if timeouts:
         out_fields += [T.StructField("timed_out", T.BooleanType(), True),
                        T.StructField("timeout_ts", T.TimestampType(), True)]
-    out_fields.append(T.StructField(LATE, T.BooleanType(), False))
+    out_fields += [T.StructField(LATE, T.BooleanType(), False), T.StructField(REJECTED, T.StringType(), True)]
     out_fields += [T.StructField(c, T.TimestampType() if c == time else in_struct[c].dataType, True)
                    for c in spec.columns]
 
