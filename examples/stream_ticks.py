@@ -163,12 +163,13 @@ def live(a) -> int:
         print("no matches yet")
         return 0
     late = out.filter(out.column("late"))
-    m = out.filter(pc.invert(out.column("late")))
+    rejected = out.filter(pc.is_valid(out.column("rejected")))
+    m = out.filter(pc.is_valid(out.column("match_id")))  # (late and rejected rows have none)
     ids = {(k, i) for k, i in zip(m.column("name").to_pylist(), m.column("match_id").to_pylist())}
     timed = m.filter(m.column("timed_out"))
     n_to = len({(k, i) for k, i in zip(timed.column("name").to_pylist(), timed.column("match_id").to_pylist())})
     print(f"found {len(ids) - n_to:,} matches and {n_to:,} timed-out partial matches ({m.num_rows:,} rows), "
-          f"{late.num_rows:,} late ticks, in {work / 'matches'}")
+          f"{late.num_rows:,} late ticks, {rejected.num_rows:,} rejected, in {work / 'matches'}")
     print(f"state: {report['keys']} keys, {report['bytes_per_key']:,.0f} bytes per key (latest state version)")
     lat = latencies(work / "matches", arrived, a.rows)
     if lat:
@@ -185,7 +186,7 @@ def latencies(folder: Path, arrived: dict, rows: int) -> list[float]:
     out = []
     for f in committed_files(folder):
         t = pq.read_table(f)
-        t = t.filter(pc.invert(t.column("late")))
+        t = t.filter(pc.is_valid(t.column("match_id")))
         if not t.num_rows:
             continue
         done = f.stat().st_mtime

@@ -73,7 +73,7 @@ def reserve(n_row, n_stage, n_parent, n_ref, meta, needed):
     return r, s, p, f
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def alloc(n_row, n_stage, n_parent, n_ref, meta, row, stage, parent):
     """A new node (capacity must have been reserved); the parent gains a reference."""
     if meta[META_FREE] >= 0:
@@ -92,7 +92,7 @@ def alloc(n_row, n_stage, n_parent, n_ref, meta, row, stage, parent):
     return i
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def join(n_row, n_stage, n_parent, n_ref, meta, a, b):
     """A JOIN node for the paths of ``a`` and of ``b`` (capacity must have been reserved),
     taking over the caller's reference to each and holding one for the caller."""
@@ -115,7 +115,7 @@ def _free(n_parent, n_ref, meta, node):
     meta[META_NFREE] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def release(n_row, n_stage, n_parent, n_ref, meta, node):
     """Drop one reference to ``node``; free it, and then its ancestors, when unreferenced.
     A JOIN node's second side waits on a stack linked through the JOINs' ``ref`` fields
@@ -142,7 +142,7 @@ def release(n_row, n_stage, n_parent, n_ref, meta, node):
         _free(n_parent, n_ref, meta, j)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_stage, ne):
     """Every path ending at ``node`` (a JOIN's first side first): counted, or with ``write``
     appended as records ``m_off[nm]..m_off[nm + 1]`` of ``e_row`` / ``e_stage`` in arrival
@@ -206,7 +206,7 @@ def walk_paths(n_row, n_stage, n_parent, node, walk, write, m_off, nm, e_row, e_
     return paths, events
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def path_length(n_parent, node):
     n = 0
     while node >= 0:
@@ -215,7 +215,7 @@ def path_length(n_parent, node):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def extract(n_row, n_stage, n_parent, node, rows, stages):
     """Write the match ending at ``node`` into ``rows`` / ``stages`` in arrival order;
     returns its length (the arrays must be long enough: see ``path_length``)."""
@@ -229,7 +229,7 @@ def extract(n_row, n_stage, n_parent, node, rows, stages):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def compare_paths(n_row, n_stage, n_parent, a, b):
     """Compare two matches by their events' positions in arrival order, lexicographically,
     then by the stages the events were taken into (-1, 0 or 1). Walks both paths once from
@@ -278,7 +278,7 @@ def min_live_row(n_row, n_stage, n_ref, high):
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def open_call(meta):
     """Open a call that may be undone (see the module docstring): nodes live now are kept."""
     if meta[META_CALL] == 0 and meta[META_QCOUNT] == 0:
@@ -286,7 +286,7 @@ def open_call(meta):
         meta[META_QHEAD] = -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def close_call(n_parent, n_ref, meta):
     """The call succeeded: its quarantined slots join the free list (time: what it freed)."""
     x = meta[META_QHEAD]

@@ -9,7 +9,7 @@ from .codes import NO_SKIP, SKIP_PAST_LAST_EVENT, SKIP_TO_LAST, SKIP_TO_NEXT
 from .runs import lower_bound, move_run
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def pruning_point(skip_code, skip_stage, node, n_row, n_stage, n_parent):
     """Flink's ``AfterMatchSkipStrategy.getPruningId`` for the match ending at ``node``
     (-1: nothing to prune)."""
@@ -34,7 +34,7 @@ def pruning_point(skip_code, skip_stage, node, n_row, n_stage, n_parent):
     return pid
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage, n_parent):
     """Order of the waiting-match queue: start event, then completing event, then the
     events' positions and stages (colcep's tie rule; Flink's heap order is arbitrary there)."""
@@ -45,7 +45,7 @@ def held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage, 
     return compare_paths(n_row, n_stage, n_parent, a_node, b_node) <= 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W_spos, W_wake, W_vs, kill,
                    nh, hq_spos, n_row, n_stage, n_parent, n_ref, meta):
     """Keep one completed match per start event (the first in queue order) and drop the
@@ -90,7 +90,7 @@ def one_per_start(npot, p_node, p_sts, p_spos, bo, nb, W_state, W_node, W_sts, W
     return kept, w
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref, meta, walk,
                    m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne):
     """Write the matches emitted during the last event and release their nodes: one match per
@@ -123,7 +123,7 @@ def flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_sta
     return nm, ne
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sort_records(m_off, m_tts, lo, hi, e_row, e_stage, scratch):
     """Order the matches ``lo..hi`` (same key and emitting event, no timeouts) by the queue's
     order; ``e_*[scratch:]`` has room for their events, ``m_tts[lo:hi]`` is borrowed (zero)."""
@@ -159,7 +159,7 @@ def _sort_records(m_off, m_tts, lo, hi, e_row, e_stage, scratch):
         e_stage[x] = e_stage[scratch + x - base]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _record_before(e_row, e_stage, a0, a1, b0, b1):
     """Queue order of two matches written in arrival order (``compare_paths`` on records):
     events' positions lexicographically, then the shorter, then the stages."""
@@ -175,7 +175,7 @@ def _record_before(e_row, e_stage, a0, a1, b0, b1):
     return False
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _stage_order(e_row, e_stage, lo, hi):
     """Put the events ``lo..hi`` of a match (arrival order) in stage order, arrival order
     within a stage (a stable insertion sort: usually sorted already)."""

@@ -8,7 +8,7 @@ from .runs import move_run
 from .vm import VW
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel, st_merge,
                 n_row, n_stage, n_parent, n_ref, meta, cross, aux, ht_run, ht_gen, gen):
     """SASE+'s merging of equivalent runs: a run made at this event (``new``) in the same
@@ -39,7 +39,7 @@ def merge_runs(bo, nb, new, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v
     return w
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _merge_targets(bo, nb, new, W_state, W_spos, W_vs, W_v, vw, st_rel, st_merge, cross, aux, ht_run, ht_gen, gen):
     """For every run ``q``, the run it merges into (``aux[q]``, an index into the list) or -1:
     a new run merges into an older run anywhere in the list or a new run kept before it, of
@@ -89,7 +89,7 @@ def _run_hash(s, v, a, st_rel):
     return h ^ (h >> np.int64(29))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _same_relevant(v, a, b, st_rel, s):
     """The V groups state ``s`` reads are equal (bit for bit: nulls equal) at ``a`` and ``b``."""
     for g in range(st_rel.shape[1]):

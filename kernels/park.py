@@ -237,7 +237,7 @@ def park_fits(P, k, need):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def park_room(P, k, need):
     """Whether ``need`` more runs of key ``k`` can be parked, after compacting its heaps that are
     mostly stale and moving the ones short of room to the arena's free end."""
@@ -252,7 +252,7 @@ def park_room(P, k, need):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _move_segment(P, k, c, need):
     """Move heap ``c // 3`` of key ``k`` to the arena's free end with room for ``need`` more
     entries; False when the arena has no such room."""
@@ -344,7 +344,7 @@ def _swap(K, A, Q, a, b):
     Q[a], Q[b] = Q[b], Q[a]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _h_down(K, A, Q, b, n, i):
     """Sift entry ``i`` of the heap at ``b`` (``n`` entries) down."""
     while True:
@@ -359,7 +359,7 @@ def _h_down(K, A, Q, b, n, i):
         i = c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _h_push(K, A, Q, b, n, key, slot, seq):
     i = n
     K[b + i] = key
@@ -373,7 +373,7 @@ def _h_push(K, A, Q, b, n, key, slot, seq):
         i = p
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _h_pop(K, A, Q, b, n):
     """Remove the top of the heap at ``b`` (``n`` > 0 entries)."""
     n -= 1
@@ -383,13 +383,13 @@ def _h_pop(K, A, Q, b, n):
     _h_down(K, A, Q, b, n, 0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _heapify(K, A, Q, b, n):
     for r in range(n // 2 - 1, -1, -1):
         _h_down(K, A, Q, b, n, r)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def compact_heap(P, k, c):
     """Drop the stale entries of key ``k``'s heap ``c // 3`` when they are more than half of it;
     re-heapify."""
@@ -409,7 +409,7 @@ def compact_heap(P, k, c):
 
 
 # ----------------------------------------------------------------------------- parking
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, vw, code, consts, masks, cols,
          vm_stack):
     """Park a run of key ``k`` (room must have been made): its fields and V (at ``v[voff]``) go
@@ -470,7 +470,7 @@ def unpark(P, slot):
         pm[PM_FREE] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def wake_parked(P, k, pk_col, pk_op, row, cols):
     """Move the parked runs of key ``k`` that event ``row`` wakes (its column crosses their
     threshold) from the threshold heaps to the woken list ``K`` (they stay parked until
@@ -503,7 +503,7 @@ def wake_parked(P, k, pk_col, pk_op, row, cols):
     return nk
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def min_spos(P, k):
     """The start position of key ``k``'s oldest parked run (``BIG``: none); drops stale tops."""
     P_seq, P_spos, AK, AS, AQ, SEG = P[P_SEQ], P[P_SPOS], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
@@ -525,7 +525,7 @@ def oldest_slot(P, k):
     return P[A_SLOT][SEG[k, c]] if SEG[k, c + 1] > 0 else -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def any_expired(P, k, t, window):
     """Whether the window of one of key ``k``'s parked runs has passed at time ``t``."""
     if window <= 0 or min_spos(P, k) == BIG:
@@ -533,7 +533,7 @@ def any_expired(P, k, t, window):
     return expired(t, P[P_STS][oldest_slot(P, k)], window)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def pop_oldest(P, k):
     """Unpark key ``k``'s oldest parked run and return its slot (its fields stay readable until
     the slot is reused); -1 when none."""
@@ -549,7 +549,7 @@ def pop_oldest(P, k):
     return slot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend_flag, pend_tts, npend, n_row,
              n_stage, n_parent, n_ref, meta):
     """Phase 1 for key ``k``'s parked runs: those whose window has passed at ``t`` time out (in
@@ -558,12 +558,17 @@ def timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, p
     any_ = False
     if window <= 0:
         return False, npend
-    while min_spos(P, k) != BIG:
-        slot = oldest_slot(P, k)
+    AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
+    c = SEG.shape[1] - 3
+    while min_spos(P, k) != BIG:  # (the start heap's top is live now)
+        b = SEG[k, c]
+        slot = AS[b]
         sts = P_sts[slot]
         if not ((final_tick and t == TIME_MAX) or expired(t, sts, window)):
             break
-        pop_oldest(P, k)
+        _h_pop(AK, AS, AQ, b, SEG[k, c + 1])
+        SEG[k, c + 1] -= 1
+        unpark(P, slot)
         any_ = True
         node = P_node[slot]
         if want_timeouts:
@@ -577,7 +582,7 @@ def timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, p
     return any_, npend
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def prune(P, k, pid, strict, n_row, n_stage, n_parent, n_ref, meta):
     """The skip strategy's pruning for key ``k``'s parked runs: those started before ``pid`` (or
     at it, unless ``strict``) are discarded."""
@@ -590,7 +595,7 @@ def prune(P, k, pid, strict, n_row, n_stage, n_parent, n_ref, meta):
         release(n_row, n_stage, n_parent, n_ref, meta, P_node[slot])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _sort_woken(P, lo, hi):
     """Heap sort of the woken list ``K[lo:hi]`` by start position (then sequence)."""
     P_spos, K_slot, K_seq = P[P_SPOS], P[K_SLOT], P[K_SEQ]
@@ -610,7 +615,7 @@ def _k_less(P_spos, K_slot, K_seq, a, b):
     return sa < sb or (sa == sb and K_seq[a] < K_seq[b])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _k_down(P_spos, K_slot, K_seq, lo, n, i):
     while True:
         c = 2 * i + 1
@@ -625,7 +630,7 @@ def _k_down(P_spos, K_slot, K_seq, lo, n, i):
         i = c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst, jc):
     """Merge the woken runs that are still parked (a time-out or pruning may have discarded
     some) into the list ``W[ao:ao+na]`` by start position, writing the merged list at ``dst``
@@ -673,7 +678,7 @@ def take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, a
     return x - dst
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, lo, hi, n_row, n_stage, n_parent):
     """Put the partial matches that timed out at one event (``pend[lo:hi]``) in the order of
     their paths (``compare_paths``: by start event first), whichever of the list of runs or the
@@ -697,7 +702,7 @@ def sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, lo, hi, n_row, n_stage
         pend_tts[q + 1] = tt
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, bo,
               nb, first, code, consts, masks, cols, vm_stack):
     """Park the runs of the list ``W[bo+first:bo+nb]`` (key ``k``) that are in a parkable state
@@ -723,14 +728,14 @@ def park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts,
 
 
 # ----------------------------------------------------------------------------- calls, undo, export
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def open_call(pm):
     """Open a call that may be undone: the slots live now are kept until it ends."""
     if pm[PM_SEQ0] < 0:
         pm[PM_SEQ0] = pm[PM_SEQ]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def close_call(P):
     """The call succeeded: its quarantined slots join the free list (time: what it freed)."""
     P_seq, P_free, P_quar, pm = P[P_SEQ], P[P_FREE_LIST], P[P_QUAR], P[P_PM]

@@ -67,7 +67,7 @@ def move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst):
     W_vs[dst] = W_vs[src]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def lower_bound(a, lo, hi, x):
     """First index in ``a[lo:hi]`` (sorted) whose value is >= ``x``."""
     while lo < hi:

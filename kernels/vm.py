@@ -50,7 +50,7 @@ def v_update(v, base, x, pos):
         v[base + V_LAST_POS] = pos
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def v_init(v):
     """An empty V: counts and sums 0, the rest null."""
     for g in range(v.shape[0] // VW):
