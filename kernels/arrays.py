@@ -42,6 +42,28 @@ def group_by_key(codes, n_keys):
 
 
 @njit(cache=True, nogil=True)
+def key_ordered(pos, ts, masks, cols, start_mask):
+    """The batch's columns in key order: entry ``i`` of each output is row ``pos[i]`` of its
+    input (``group_by_key``'s order), so that the events a kernel call steps one after the other
+    lie next to each other in memory instead of a key's share of the rows apart."""
+    n = pos.shape[0]
+    ts_k = np.empty(n, np.int64)
+    start_k = np.empty(n, start_mask.dtype)
+    for i in range(n):
+        ts_k[i] = ts[pos[i]]
+        start_k[i] = start_mask[pos[i]]
+    masks_k = np.empty((masks.shape[0], n), masks.dtype)
+    for x in range(masks.shape[0]):
+        for i in range(n):
+            masks_k[x, i] = masks[x, pos[i]]
+    cols_k = np.empty((cols.shape[0], n), cols.dtype)
+    for x in range(cols.shape[0]):
+        for i in range(n):
+            cols_k[x, i] = cols[x, pos[i]]
+    return ts_k, masks_k, cols_k, start_k
+
+
+@njit(cache=True, nogil=True)
 def first_out_of_order(codes, ts, last_ts):
     """The first row whose time is earlier than its key's previous one (``last_ts`` holds each
     key's last time so far and is updated in place when every row is in order), or -1."""

@@ -407,7 +407,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     window, tick_ts, want_timeouts = opts[0], opts[6], opts[3]
     per_run = mode[0]
     vw = mode[3]
-    order, row0, ts, masks, cols, start_mask = batch[1], batch[2], batch[3], batch[4], batch[5], batch[6]
+    order, row0, ts, masks, cols, start_mask, rows = batch[1], batch[2], batch[3], batch[4], batch[5], batch[6], batch[7]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = W
     code, consts = prog[10], prog[11]
     vm_stack = S[4]
@@ -484,7 +484,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 # event changes nothing (no run, held match or start)
                 j += 1
                 continue
-            g = row0 + row
+            g = row0 + rows[row]
         # room for this event: nodes, runs, completed, held and emitted matches
         nk = pm[PM_NK]
         need = (na + nk + 1) * per_run
@@ -587,9 +587,10 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
       tick time, max output events, max runs of all keys, the live runs from which a key parks
       its waiting runs: ``colcep.engine.program.PARK_MIN``); ``stop``: the caller sets ``stop[0]``
       to interrupt the call;
-    - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask): rows in input order,
-      ``order`` grouping them by key (CSR ``key_ptr``); ``row0`` is the stream position of
-      the batch's first row;
+    - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask, rows): the rows grouped
+      by key (CSR ``key_ptr``) through ``order`` (the identity when the columns are gathered in
+      key order, ``colcep.engine.state.key_batch``); ``rows[i]`` is the position of row ``i`` in
+      the batch as given, ``row0`` the stream position of the batch's first row;
     - ``runs`` (ptr, state, node, start ts, start pos, V) and ``held`` (ptr, start ts, start
       pos, end pos, node): the carried listed runs and held matches per key (CSR over keys);
       ``park_``: the carried parked runs (``kernels.park``, changed in place: an open call's

@@ -40,7 +40,7 @@ from colcep.progress import scan_progress, scanning
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.specialise import DEFAULT_TIER, Tier, check_tier
-from colcep.engine.state import NODE_BYTES, MatcherState, step
+from colcep.engine.state import NODE_BYTES, MatcherState, key_batch, step
 from colcep.engine.watermark import ARRIVAL, next_watermark, release, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
@@ -474,15 +474,12 @@ class Matcher:
         """One kernel call over rows in arrival order, appending its matches to ``self._out``
         after ``nm`` matches of ``ne`` events; returns the new counts."""
         st, prog = self._state, self.program
-        # one compiled signature: C-contiguous inputs whatever the batch's layout (ts: read-only,
-        # see time_values)
-        masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)
-        order, key_ptr = karr.group_by_key(codes, n_keys)
+        # (one compiled signature: the batch's columns are gathered into new C-contiguous arrays)
+        batch = key_batch(codes, n_keys, None, row0, ts, masks, cols, start_mask)
         stop = interrupt.new_stop_flag()
         max_runs, max_slots, max_out, max_all = self._call_bounds([st])[0]
         st.buffer.meta[kbuf.META_MAX] = max_slots
         opts = prog.options(self._bound.window, self.timeouts, max_runs, max_slots, tick_ts, max_out, max_all)
-        batch = (key_ptr, order, np.int64(row0), ts, masks, cols, start_mask)
         cache.notice_compile()
         self._out, nm, ne, status = step(st, self._tier.run_batch, partial(interrupt.call, stop=stop), prog.tables(),
                                          opts, stop, batch, self._out, nm, ne)

@@ -7,9 +7,9 @@ once (the kernels release the GIL). Everything else stays in the one ``MatcherSt
 string codes, time checks, history, the rows kept for the output, event-time buffering, the
 counters that number rows and matches.
 
-A shard finds its own rows (``run_shard``); a kernel call gets the batch's columns over the
-span of its rows and an ``order`` listing only those, so the rows and matches it writes are
-stream positions as in one thread. Each shard orders its matches for output (``emitted``), a merge finds their places
+A shard finds its own rows (``run_shard``); a kernel call gets those rows' columns gathered
+in key order and their positions in the batch, so the rows and matches it writes are stream
+positions as in one thread. Each shard orders its matches for output (``emitted``), a merge finds their places
 among all shards' (``places``: by emitting row, then key, as one thread emits them) and the
 threads copy the events there (``place``), each a contiguous part: the output is the same for
 any thread count. ``merged`` / ``split`` convert between shards and the one-thread layout
@@ -28,7 +28,8 @@ from colcep.kernels import arrays as karr
 from colcep.kernels.buffer import JOIN
 from colcep.kernels.codes import NO_TICK, OK
 from colcep.kernels.compact import compact_buffer
-from colcep.engine.state import Buffer, Held, MatcherState, Park, Runs, all_runs, gather_lists, select_keys, step
+from colcep.engine.state import (Buffer, Held, MatcherState, Park, Runs, all_runs, gather_lists, key_batch,
+                                 select_keys, step)
 
 PARALLEL_MIN_ROWS = 1 << 15  # a batch with fewer rows runs its shards one after another
 
@@ -166,16 +167,8 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
     lo = 0
     while lo < max(n, 1):
         hi = min(n, lo + chunk_rows(chunk, shard.runs.state.shape[0]))
-        r = rows[lo:hi]
-        order, key_ptr = karr.group_by_key(local[lo:hi], n_keys)
-        # the call reads the batch's columns over the span of its rows, copied (as one thread's
-        # calls do): a few cache-sized arrays, not rows far apart in the whole batch's
-        a, b = (int(r[0]), int(r[-1]) + 1) if r.shape[0] else (0, 0)
-        span_ts = ts[a:b].copy()
-        span_ts.flags.writeable = False  # as time_values gives it: one compiled signature
         opts_k = opts(max_nodes, tick_ts if hi == n else NO_TICK)
-        batch = (key_ptr, r[order] - a, np.int64(row0 + a), span_ts, np.ascontiguousarray(masks[:, a:b]),
-                 np.ascontiguousarray(cols[:, a:b]), start_mask[a:b])
+        batch = key_batch(local[lo:hi], n_keys, rows[lo:hi], row0, ts, masks, cols, start_mask)
         out, nm, ne, status = step(shard, kernel, _invoke, tables, opts_k, stop, batch, out, nm, ne)
         if status[0] != OK:
             stop[0] = 1  # the batch fails: the other shards need not finish it
