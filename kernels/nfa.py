@@ -122,14 +122,16 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake,
-                        row_lo, n_rows, jc, row, t, g, pk_idx, parking):
+                        row_lo, n_rows, jc, row, t, g, pk_idx, parking, stop):
     """Phase 2, Flink's ``computeNextStates`` for every run in start order, then for the start
     run: a DFS over PROCEED edges whose conditions hold collects the TAKE / IGNORE edges; TAKE
     appends a node to the buffer and updates the run's V; a run reaching the final state is a
     completed match (``done``); a STOP state discards what the run produced at this event.
     Returns the next list (``bo``, ``nb``; over ``max_runs`` runs: the caller stops), the
     completed matches ``npot``, whether the list grew in place (``fast``), and the new ``dead``,
-    ``stamp``, ``min_wake``."""
+    ``stamp``, ``min_wake``; ``nb`` is -1 when ``stop[0]`` was set meanwhile (checked every 1,024
+    runs, so that an event with millions of runs does not hold up an interrupt: the caller
+    undoes the call)."""
     (st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a, cond_b, code, consts,
      vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge) = prog[:18]
     window = opts[0]
@@ -156,6 +158,8 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
         first = 0
         min_wake = BIG
     for i in range(first, na + (0 if dead else 1)):
+        if (i & 1023) == 1023 and stop[0] != 0:
+            return bo, -1, npot, fast, dead, stamp, min_wake
         is_start = i == na
         wake = 0
         if is_start:
@@ -536,7 +540,10 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 na0 = na
                 bo, nb, npot, fast, dead, stamp, min_wake = compute_next_states(
                     prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
-                    n_rows, j - 1, row, t, g, pk_idx, parking)
+                    n_rows, j - 1, row, t, g, pk_idx, parking, stop)
+                if nb < 0:
+                    code_ = INTERRUPTED
+                    break
                 if parking and nb > (na0 if fast else 0):
                     nb = park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
                                    W_vs, W_v, vw, bo, nb, na0 if fast else 0, code, consts, masks, cols, vm_stack)
@@ -550,7 +557,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 a_half = 1 - a_half
             ao = bo
             na = nb
-        if code_ == OVER_CAPACITY:
+        if code_ == OVER_CAPACITY or code_ == INTERRUPTED:
             break
     cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE] = j, ao, a_half, na, nh, npend, nm, ne
     cur[STAMP] = stamp
