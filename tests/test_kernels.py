@@ -616,3 +616,32 @@ def test_dewey_rules():
     assert not dewey_compatible((1, 1), (1, 2))
     assert not dewey_compatible((2, 2), (1, 2))
     assert not dewey_compatible((1,), (1, 0))          # shorter never
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=60), st.integers(0, 3), st.integers(0, 3), st.randoms(use_true_random=False))
+def test_key_batch_gathers_each_key_s_rows_in_order(keys, n_masks, n_cols, rnd):
+    """``state.key_batch`` (``kernels.arrays.key_ordered``) against a plain-Python grouping: the
+    rows of each key in input order, every column's value at its row, and each row's position."""
+    from colcep.engine.state import key_batch
+    n = len(keys)
+    codes = np.array(keys, np.int64)
+    n_keys = int(codes.max(initial=-1)) + 1
+    ts = np.array([rnd.randrange(-2**62, 2**62) for _ in range(n)], np.int64)
+    masks = np.array([[rnd.randrange(2) for _ in range(n)] for _ in range(n_masks)], np.uint8).reshape(n_masks, n)
+    cols = np.array([[rnd.random() for _ in range(n)] for _ in range(n_cols)], np.float64).reshape(n_cols, n)
+    start = np.array([rnd.randrange(2) for _ in range(n)], np.uint8)
+    key_ptr, order, row0, ts_k, masks_k, cols_k, start_k, pos = key_batch(codes, n_keys, None, 5, ts, masks, cols,
+                                                                          start)
+    want = [i for k in range(n_keys) for i in range(n) if keys[i] == k]
+    assert pos.tolist() == want and order.tolist() == list(range(n)) and row0 == 5
+    assert key_ptr.tolist() == [sum(1 for x in keys if x < k) for k in range(n_keys + 1)]
+    assert ts_k.tolist() == [int(ts[i]) for i in want] and start_k.tolist() == [int(start[i]) for i in want]
+    assert masks_k.tolist() == [[int(masks[m, i]) for i in want] for m in range(n_masks)]
+    assert cols_k.tolist() == [[float(cols[c, i]) for i in want] for c in range(n_cols)]
+    assert not ts_k.flags.writeable  # one compiled signature: read-only as time_values gives it
+    # a shard's share: ``rows`` picks the batch's rows, the positions stay the batch's
+    sub = [i for i in range(n) if i % 2 == 0]
+    _, _, _, ts_s, _, _, _, pos_s = key_batch(codes[sub], n_keys, np.array(sub, np.int64), 0, ts, masks, cols, start)
+    want_s = [i for k in range(n_keys) for i in sub if keys[i] == k]
+    assert pos_s.tolist() == want_s and ts_s.tolist() == [int(ts[i]) for i in want_s]
