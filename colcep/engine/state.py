@@ -214,6 +214,22 @@ def gather_lists(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np
     return ptr, np.repeat(starts - ptr[:-1], counts) + np.arange(ptr[-1], dtype=np.int64)
 
 
+_UNDO_READY = []
+
+
+def _undo_ready() -> None:
+    """Compile (or load) the undo kernels before the first call that may need them, once per
+    process: a call interrupted on a machine that never undid one would otherwise wait for
+    their compile (seconds) before it stops. Run on an empty buffer and park, which they leave
+    as they are."""
+    if not _UNDO_READY:
+        park = Park.empty()
+        kpark.undo_call(park.arrays)
+        buf = Buffer.empty()
+        kbuf.undo_call(buf.row, buf.stage, buf.parent, buf.ref, buf.meta, np.zeros(0, np.int64))
+        _UNDO_READY.append(True)
+
+
 def key_batch(codes: np.ndarray, n_keys: int, rows: np.ndarray | None, row0: int, ts: np.ndarray, masks: np.ndarray,
               cols: np.ndarray, start_mask: np.ndarray) -> tuple:
     """A ``run_batch`` batch over the rows ``rows`` (positions in ``ts``, ``masks``, ... of the
@@ -301,6 +317,7 @@ class MatcherState:
         """What to go back to if the call now starting fails (``restore_from``), or to drop
         when it succeeds (``commit``). Time: the keys (their per-key arrays are copied), not
         the runs or the buffer."""
+        _undo_ready()
         parts = []
         for p in self.parts():
             kbuf.open_call(p.buffer.meta)
