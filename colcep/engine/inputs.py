@@ -211,6 +211,12 @@ def guess_name(unit: str) -> str:
     return {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[unit]
 
 
+def null_checks(key_columns: list[str], time: str, seq: str | None) -> list[tuple[str, str]]:
+    """The ``(role, column)`` pairs a row cannot be matched without, in the order a row's
+    reason names them: the key columns, the time column, the ``seq`` column (when there is one)."""
+    return [("key", k) for k in key_columns] + [("time", time)] + ([("seq", seq)] if seq is not None else [])
+
+
 def first_nulls(tbl: pa.Table, checks: list[tuple[str, str]]) -> np.ndarray:
     """Per row, the index in ``checks`` (``(role, column)`` pairs: the columns a row cannot do
     without) of the first column null in that row, or -1."""

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from colcep.cache import compile_lock, kernel_compiles
 from colcep.errors import InputError
 from colcep.expr import Expr
-from colcep.engine.inputs import describe_row, first_nulls
+from colcep.engine.inputs import describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -155,14 +155,13 @@ class KeyedStream:
         """A null key, time or seq is an InputError naming the row as the input has it (its seq
         and values), not by its place in this task's sorted share of the rows."""
         spec = self.spec
-        checks = [("key", k) for k in spec.key_columns] + [("time", spec.time)] + \
-            ([("seq", spec.row)] if spec.row != ROW_COL else [])
+        seq = None if spec.row == ROW_COL else spec.row
+        checks = null_checks(spec.key_columns, spec.time, seq)
         if not any(batch.column(c).null_count for _, c in checks):
             return
         first = first_nulls(batch, checks)
         i = int(np.flatnonzero(first >= 0)[0])
         role, c = checks[first[i]]
-        seq = None if spec.row == ROW_COL else spec.row
         raise InputError(f"{role} column {c!r} has a null in the row {describe_row(batch, i, spec.time, seq, (ROW_COL,))}"
                          "; drop or fill such rows before matching")
 

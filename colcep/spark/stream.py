@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.errors import CapacityError, InputError
-from colcep.engine.inputs import describe_row, first_nulls
+from colcep.engine.inputs import describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -254,8 +254,7 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
 def _reject(spec: StreamSpec, rows: pa.Table) -> tuple[tuple[pa.Table, pa.Array] | None, pa.Table]:
     """Splits off the rows the matcher cannot take: ``((bad rows, their reasons) or None, good rows)``.
     A row's reason is its first null among the key columns, the time column and ``seq``."""
-    checks = [("key", k) for k in spec.key_columns] + [("time", spec.time)] + \
-        ([("seq", spec.seq)] if spec.seq is not None else [])
+    checks = null_checks(spec.key_columns, spec.time, spec.seq)
     reason = first_nulls(rows, checks)
     bad = reason >= 0
     if not bad.any():
