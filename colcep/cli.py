@@ -175,7 +175,8 @@ def format_summary(s: dict[str, Any]) -> str:
     parts = [f"Spark start {t['session']:.1f} s"] if t.get("session") else []
     parts.append(f"kernels {t.get('kernels', 0.0):.1f} s" + (" (compiled; cached for the next run)"
                                                             if t.get("kernels", 0.0) > 10 else ""))
-    parts.append(f"scan {t['scan']:.1f} s")
+    stages = [f"{st} {t[st]:.1f}" for st in ("reading", "ordering", "matching", "writing") if st in t]
+    parts.append(f"scan {t['scan']:.1f} s" + (f" ({', '.join(stages)})" if stages else ""))
     if t.get("picture"):
         parts.append(f"picture {t['picture']:.1f} s")
     lines.append(f"  time      {t['total']:.1f} s = {' + '.join(parts)}; {_num(s['rows_per_second'])} rows/s "
@@ -352,7 +353,7 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
     final, tmp = _prepare_out(job.out, job.overwrite)
     try:
         if job.in_process:
-            rows, engine, secs, hint = _scan_in_process(job, data, seq, tmp, rep)
+            rows, engine, secs, hint = _scan_in_process(job, data, fmt, seq, tmp, rep)
         else:
             rows, engine, secs, hint = _scan_spark(job, fmt, data, seq, tmp, rep)
         res = ds.dataset(str(tmp), format="parquet")
@@ -400,52 +401,53 @@ def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
     return str(png)
 
 
-def _scan_in_process(job: ScanJob, data, seq: str | None, out_dir: Path,
+def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Path,
                      rep: Reporter) -> tuple[int, str, dict, str | None]:
     import pyarrow.parquet as pq
 
-    from colcep.spark import DEFAULT_BATCH_ROWS, ROW_COL, KeyedStream
+    from colcep.file_scan import STAGES, parquet_batches, scan_batches
+    from colcep.spark import DEFAULT_BATCH_ROWS, ROW_COL
 
     spec, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
     t0 = time.perf_counter()
     need = [c for c in spec.in_schema.names if c != ROW_COL]
-    rep.step(f"reading {', '.join(job.inputs)} ...")
-    tbl = data.to_table(columns=need)
-    n = tbl.num_rows
-    if seq is None:
-        tbl = tbl.append_column(ROW_COL, pa.array(np.arange(n, dtype=np.int64)))
-    _check_no_nulls(tbl, {c: r for r, c in (("key", job.key), ("time", job.time), ("seq", seq)) if c})
-    sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
-    rep.step(f"sorting {_num(n)} rows by {', '.join(c for c, _ in sort)} ...")
-    tbl = tbl.take(pc.sort_indices(tbl, sort_keys=sort))
-    stream = KeyedStream(spec)
     step = int(job.batch_rows or DEFAULT_BATCH_ROWS)
+    threads = int(job.cores or os.cpu_count() or 1)
     out_dir.mkdir(parents=True, exist_ok=True)
-    rep.step(f"matching {_num(n)} rows in this process, writing the matches as they are found ...")
+    out_file = out_dir / "part-00000.parquet"
+    writer = [pq.ParquetWriter(out_file, spec.out_schema)]
+
+    def batches():
+        if fmt == "parquet":
+            src = [str(p) for p in job.inputs]
+            return parquet_batches(src if len(src) > 1 else src[0], spec.key_columns, need, step)
+        return data.to_batches(columns=need, batch_size=step)
+
+    def restart(disorder: str) -> None:
+        rep.done()
+        rep.step(f"the input is not in time order per key ({disorder}): reading it whole to order it ...")
+        writer[0].close()
+        writer[0] = pq.ParquetWriter(out_file, spec.out_schema)
+
+    total = data.count_rows() if fmt == "parquet" else None
+    rows = f"{_num(total)} rows of " if total is not None else ""
+    rep.step(f"matching {rows}{', '.join(job.inputs)} in this process on {threads} thread{'s' if threads > 1 else ''} "
+             "as it is read, writing the matches as they are found ...")
     t_scan = time.perf_counter()
-    writer = pq.ParquetWriter(out_dir / "part-00000.parquet", spec.out_schema)
+    meter = lambda r: rep.meter("matching: " + scan_meter_text(r.rows, total, time.perf_counter() - t_scan,  # noqa: E731
+                                                               r.matches))
     try:
-        for off in range(0, max(n, 1), step):
-            for t in stream.feed(tbl.slice(off, step)):
-                writer.write_table(t)
-            done = min(off + step, n)
-            rep.meter("matching: " + scan_meter_text(done, n, time.perf_counter() - t_scan, stream.matches))
-        for t in stream.finish():
-            writer.write_table(t)
+        res = scan_batches(spec, batches, lambda: data.to_table(columns=need), lambda t: writer[0].write_table(t), restart, threads, step,
+                           meter)
     finally:
-        writer.close()
+        writer[0].close()
         rep.done()
     el = time.perf_counter() - t_scan
-    rep.step(scan_done_text(n, el, stream.matches))
-    return n, f"in-process (Arrow batches of {_num(step)} rows)", {"kernels": t_kernels,
-                                                                  "scan": time.perf_counter() - t0}, None
-
-
-def _check_no_nulls(tbl: pa.Table, roles: dict[str, str]) -> None:
-    for c, role in roles.items():
-        nulls = tbl.column(c).null_count
-        if nulls:
-            raise InputError(f"{role} column {c!r} has {nulls} nulls; drop or fill them before matching")
+    rep.step(scan_done_text(res.rows, el, res.matches))
+    secs = {"kernels": t_kernels, "scan": time.perf_counter() - t0}
+    secs.update({s: res.seconds[s] for s in STAGES})
+    how = "streamed" if res.streamed else "read whole and ordered"
+    return res.rows, f"in-process ({how}, batches of {_num(step)} rows, {threads} threads)", secs, None
 
 
 def _spark_session(job: ScanJob, rep: Reporter):

@@ -78,6 +78,51 @@ def first_out_of_order(codes, ts, last_ts):
 
 
 @njit(cache=True, nogil=True)
+def first_out_of_order_by(codes, ts, seq, last_ts, last_seq):
+    """``first_out_of_order`` by (time, seq): the first row that comes before its key's previous
+    row in that order, or -1 (then ``last_ts`` / ``last_seq`` hold each key's last row so far)."""
+    cur_ts = last_ts.copy()
+    cur_seq = last_seq.copy()
+    for i in range(codes.shape[0]):
+        k = codes[i]
+        if ts[i] < cur_ts[k] or (ts[i] == cur_ts[k] and seq[i] < cur_seq[k]):
+            return i
+        cur_ts[k] = ts[i]
+        cur_seq[k] = seq[i]
+    last_ts[:] = cur_ts
+    last_seq[:] = cur_seq
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def key_time_order(codes, ts, seq, n_keys):
+    """``(order, moved)``: the rows grouped by key code (stable counting sort), each key's rows
+    in (time, seq) order (a key already in that order costs one pass; another is merge-sorted,
+    stable); ``moved`` is False when ``order`` is the identity."""
+    order, key_ptr = group_by_key(codes, n_keys)
+    for k in range(n_keys):
+        lo = key_ptr[k]
+        hi = key_ptr[k + 1]
+        ordered = True
+        for j in range(lo + 1, hi):
+            a = order[j - 1]
+            b = order[j]
+            if ts[b] < ts[a] or (ts[b] == ts[a] and seq[b] < seq[a]):
+                ordered = False
+                break
+        if not ordered:
+            sub = order[lo:hi].copy()
+            sub = sub[np.argsort(seq[sub], kind="mergesort")]
+            order[lo:hi] = sub[np.argsort(ts[sub], kind="mergesort")]
+    moved = False
+    for i in range(order.shape[0]):
+        if order[i] != i:
+            moved = True
+            break
+    return order, moved
+
+
+@njit(cache=True, nogil=True)
 def matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi, first_id):
     """Order the kernel's matches by emitting row (a stable counting sort over ``[lo, hi)``;
     rows past ``hi``, as at the end of input, come last) and flatten their events. Returns

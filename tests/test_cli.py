@@ -3,6 +3,7 @@
 The pictures themselves are tested in test_plot.py."""
 import argparse
 import json
+import re
 from collections import Counter
 
 import pyarrow as pa
@@ -44,6 +45,10 @@ def test_scan_generated_in_process(tmp_path, capsys):
     assert got.column_names == ["match_id", "name", "stage", "row", "ts", "price"]
     summary = json.loads((out / "_summary.json").read_text())
     assert summary["rows"] == 20000 and summary["seq"] == "id"
+    # ticks in arrival order are matched as they are read: no sort, and the scan's time by stage
+    assert summary["engine"].startswith("in-process (streamed, batches of 500,000 rows")
+    assert all(summary["seconds"][st] >= 0 for st in ("reading", "ordering", "matching", "writing"))
+    assert "scan " in printed and " (reading " in printed and ", matching " in printed
     assert summary["result"] == json.loads(json.dumps(summarize(want, "name", time="ts")))
     assert summary["result"]["matches"] == len(set(want.column("match_id").to_pylist()))
     # the summary in words: what was found, per stage and key, when, and where it went
@@ -81,15 +86,20 @@ def test_scan_csv_with_pattern_file(tmp_path, capsys):
     assert canon(got) == canon(want) and len(canon(want)) > 10
 
 
-def test_scan_unsorted_input_and_timeouts(tmp_path):
+def test_scan_unsorted_input_and_timeouts(tmp_path, capsys):
     t = make_ticks(4000, 4, 5)
-    shuffled = t.take(pa.array(list(range(3999, -1, -1))))  # reversed: the scan sorts by key, time, id
+    shuffled = t.take(pa.array(list(range(3999, -1, -1))))  # reversed: the scan orders it by key, time, id
     import pyarrow.parquet as pq
 
     pq.write_table(shuffled, tmp_path / "rev.parquet")
     rc = main(["scan", str(tmp_path / "rev.parquet"), "--pattern", "paper_query3", "--in-process", "--timeouts",
                "--batch-rows", "333", "--out", str(tmp_path / "m")])
     assert rc == 0
+    err = capsys.readouterr().err
+    assert re.search(r"the input is not in time order per key \(stream row 1 \{'name': 'S000\d', 'ts': \d+, 'id': 3998\} "
+                     r"comes before an earlier row of its key\): reading it whole to order it \.\.\.", err), err
+    assert json.loads((tmp_path / "m" / "_summary.json").read_text())["engine"].startswith(
+        "in-process (read whole and ordered, batches of 333 rows")
     got = read_out(tmp_path / "m")
     want = colcep.match(t, get_example("paper_query3").pattern, key="name", time="ts", columns=["price", "volume"],
                         timeouts=True)
@@ -132,7 +142,7 @@ def test_scan_progress_and_rerun(tmp_path, capsys):
     # every step says what it does, in order, with the time since the start (stderr is a log here)
     cold = "compiling kernels" in err  # (cold when another checkout's kernels replaced this one's cache)
     steps = ["generating 3,000 ticks", "compiling kernels (first run" if cold else "loading kernels ...",
-             "kernels compiled in" if cold else "kernels loaded in", "reading ", "sorting 3,000 rows by name, ts, id", "matching 3,000 rows",
+             "kernels compiled in" if cold else "kernels loaded in", "matching 3,000 rows of ",
              "matched 3,000 rows in", "rows/s", "wrote ", "drawing the matches -> "]
     pos = [err.find(s) for s in steps]
     assert -1 not in pos and pos == sorted(pos), err

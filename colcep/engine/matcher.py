@@ -773,7 +773,7 @@ def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str
         if is_table:
             tbl = data
             if time in tbl.column_names and not _is_sorted(tbl, time, key):
-                return _match_unsorted(m, tbl, time)
+                return _match_unsorted(m, tbl, time, key)
             parts = [m.process(tbl)]
         else:
             parts = []
@@ -802,12 +802,19 @@ def _is_sorted(tbl: pa.Table, time: str, key: Any) -> bool:
     return bool(np.all(ts[1:] >= ts[:-1]))
 
 
-def _match_unsorted(m: Matcher, tbl: pa.Table, time: str) -> pa.Table:
-    if all(k in tbl.column_names for k in m._state.keys.names):
-        m._state.keys.check_nulls(tbl)  # before the sort, so that an error names the row as given
-    ts = tbl.column(time)
-    if pa.types.is_timestamp(ts.type):
-        ts = ts.cast(pa.int64())
-    order = np.argsort(np.asarray(ts.to_numpy(), np.int64), kind="stable")
+def _match_unsorted(m: Matcher, tbl: pa.Table, time: str, key: Any) -> pa.Table:
+    """A table not in time order: each key's rows in time order is all matching needs, so a
+    table in that order (e.g. grouped by key) is matched as it is, and any other is ordered in
+    linear time (:func:`colcep.engine.ordering.key_time_order`, ties in input order)."""
+    from colcep.engine.ordering import StreamOrder, key_time_order
+
+    t = tbl.schema.field(time).type
+    if not all(k in tbl.column_names for k in m._state.keys.names) or not (
+            pa.types.is_integer(t) or pa.types.is_timestamp(t)):
+        return pa.concat_tables([m.process(tbl), m.close()])  # the Matcher says what is wrong
+    m._state.keys.check_nulls(tbl)  # before ordering, so that an error names the row as given
+    if StreamOrder(key, time).check(tbl) < 0:
+        return pa.concat_tables([m.process(tbl), m.close()])
+    order = key_time_order(tbl, key, time)
     out = pa.concat_tables([m.process(tbl.take(pa.array(order))), m.close()])
     return out.set_column(out.schema.get_field_index("row"), "row", pa.array(order[out.column("row").to_numpy()]))

@@ -89,13 +89,14 @@ class _Spec(CompiledOnce):
     def key_columns(self) -> list[str]:
         return key_names(self.key)
 
-    def matcher(self) -> Matcher:
+    def matcher(self, threads: int = 1) -> Matcher:
+        """A Matcher of this spec; one thread by default: a Spark task keeps to its core."""
         cols = list(dict.fromkeys(self.columns + (self.row,)))
         return Matcher(self.program, key=self.key, time=self.time,
                        columns=[c for c in cols if c not in self.key_columns],
                        timeouts=self.timeouts, time_unit=self.time_unit,
                        max_partial_matches=self.max_partial_matches, tier=self.tier,
-                       threads=1)  # a task keeps to its core
+                       threads=threads)
 
 
 class KeyedStream:
@@ -104,11 +105,15 @@ class KeyedStream:
     Keys are contiguous; a key may span any number of batches and a batch may hold any
     number of keys. One Matcher covers a run of batches and is closed once a key that it
     did not hold starts, so a finished key's state lives at most until the next batch.
+    With ``grouped=False`` keys may interleave (each key's rows in time order, as in a file of
+    ticks in arrival order): one Matcher on ``threads`` threads takes every batch.
     Output tables follow the spec's ``out_schema``; match ids count up from ``id_base``.
     """
 
-    def __init__(self, spec: _Spec, id_base: int = 0):
+    def __init__(self, spec: _Spec, id_base: int = 0, *, grouped: bool = True, threads: int = 1):
         self.spec = spec
+        self._grouped = grouped and spec.key is not None
+        self._threads = int(threads)
         self._base = int(id_base)  # first id of the current Matcher
         self._hi = 0  # ids the current Matcher has used
         self._m: Matcher | None = None
@@ -121,12 +126,12 @@ class KeyedStream:
         n = batch.num_rows
         if n == 0:
             return []
-        self._check_nulls(batch)
+        self.check_nulls(batch)
         self.rows += n
         out: list[pa.Table] = []
-        if self.spec.key is None:
+        if not self._grouped:
             if self._m is None:
-                self._m = self.spec.matcher()
+                self._m = self.spec.matcher(self._threads)
             self._emit(out, self._m.process(batch))
             return out
         keys = [batch.column(k) for k in self.spec.key_columns]
@@ -151,7 +156,7 @@ class KeyedStream:
         self._open = [a[n - 1] for a in keys]
         return out
 
-    def _check_nulls(self, batch: pa.RecordBatch | pa.Table) -> None:
+    def check_nulls(self, batch: pa.RecordBatch | pa.Table) -> None:
         """A null key, time or seq is an InputError naming the row as the input has it (its seq
         and values), not by its place in this task's sorted share of the rows."""
         spec = self.spec

@@ -1,0 +1,150 @@
+"""A scan of files in this process: the input streamed batch by batch, the matches written as found.
+
+Input whose rows come in (time, seq) order per key (ticks in arrival order, or files laid out
+by key and sorted by time, as ``colcep generate --by-key`` and ``write_by_key`` write them)
+is matched as it is read, so memory follows the matcher's state and the batches in flight,
+not the input. Input that is not is read whole and ordered in linear time
+(:func:`colcep.engine.ordering.key_time_order`), never by a comparison sort over the key's
+strings. Either way each key's rows reach the Matcher in (time, seq) order, as a Spark scan
+sorts them, so the two give the same matches.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from colcep.engine.ordering import StreamOrder, key_time_order
+from colcep.spark.batch import ROW_COL, KeyedStream, _Spec
+
+#: Stages of a file scan, in the order they happen to a batch.
+STAGES = ("reading", "ordering", "matching", "writing")
+
+
+@dataclass
+class FileScan:
+    """What a scan did: rows, matches, whether it streamed, and seconds per stage."""
+
+    rows: int = 0
+    matches: int = 0
+    streamed: bool = True
+    disorder: str | None = None  # the first row out of order, in words, when it did not stream
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+
+    @contextmanager
+    def timing(self, stage: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - t0
+
+
+class _OutOfOrder(Exception):
+    pass
+
+
+def scan_batches(spec: _Spec, batches: Callable[[], Iterable[pa.RecordBatch]],
+                 read_all: Callable[[], pa.Table], write: Callable[[pa.Table], None],
+                 restart: Callable[[str], None], threads: int = 1, batch_rows: int = 500_000,
+                 progress: Callable[[FileScan], None] | None = None) -> FileScan:
+    """Match ``batches()`` (the input's columns ``spec.in_schema`` has, without the generated
+    row column) on ``threads`` threads, handing each output table to ``write``. At the first row
+    out of (time, seq) order for its key, ``restart(that row in words)`` (the output so far is
+    to be discarded) and the input is read whole (``read_all()``), ordered and matched. ``progress`` is called after each batch."""
+    res = FileScan()
+    try:
+        _stream(spec, batches(), write, threads, res, progress)
+        return res
+    except _OutOfOrder as exc:
+        disorder = str(exc)
+    restart(disorder)
+    res = FileScan(streamed=False, disorder=disorder)
+    with res.timing("reading"):
+        tbl = _with_row_ids(spec, read_all(), 0)
+    stream = KeyedStream(spec, grouped=False, threads=threads)
+    stream.check_nulls(tbl)
+    with res.timing("ordering"):
+        perm = key_time_order(tbl, spec.key, spec.time, spec.row)
+        if perm is not None:
+            tbl = tbl.take(pa.array(perm))
+    for off in range(0, tbl.num_rows, batch_rows):
+        _feed(stream, tbl.slice(off, batch_rows), write, res)
+        if progress is not None:
+            progress(res)
+    _finish(stream, write, res)
+    return res
+
+
+def _stream(spec: _Spec, batches: Iterable[pa.RecordBatch], write: Callable[[pa.Table], None], threads: int,
+            res: FileScan, progress: Callable[[FileScan], None] | None) -> None:
+    order = StreamOrder(spec.key, spec.time, spec.row)
+    stream = KeyedStream(spec, grouped=False, threads=threads)
+    it = iter(batches)
+    while True:
+        with res.timing("reading"):
+            b = next(it, None)
+        if b is None:
+            break
+        if b.num_rows == 0:
+            continue
+        tbl = _with_row_ids(spec, pa.Table.from_batches([b]), res.rows)
+        stream.check_nulls(tbl)
+        with res.timing("ordering"):
+            bad = order.check(tbl)
+        if bad >= 0:
+            raise _OutOfOrder(f"{order.describe(tbl, bad)} comes before an earlier row of its key")
+        _feed(stream, tbl, write, res)
+        if progress is not None:
+            progress(res)
+    _finish(stream, write, res)
+
+
+def _with_row_ids(spec: _Spec, tbl: pa.Table, row0: int) -> pa.Table:
+    """Without a ``seq`` column, each row's place in the input is its identity."""
+    if spec.row != ROW_COL:
+        return tbl
+    return tbl.append_column(ROW_COL, pa.array(np.arange(row0, row0 + tbl.num_rows, dtype=np.int64)))
+
+
+def _feed(stream: KeyedStream, tbl: pa.Table, write: Callable[[pa.Table], None], res: FileScan) -> None:
+    with res.timing("matching"):
+        outs = stream.feed(tbl)
+    res.rows += tbl.num_rows
+    res.matches = stream.matches
+    with res.timing("writing"):
+        for t in outs:
+            write(t)
+
+
+def _finish(stream: KeyedStream, write: Callable[[pa.Table], None], res: FileScan) -> None:
+    with res.timing("matching"):
+        outs = stream.finish()
+    res.matches = stream.matches
+    with res.timing("writing"):
+        for t in outs:
+            write(t)
+
+
+def parquet_batches(paths: Any, key_columns: list[str], columns: list[str], batch_rows: int,
+                    partitioning: Any = "hive") -> Iterator[pa.RecordBatch]:
+    """The ``columns`` of Parquet ``paths`` in batches of at most ``batch_rows`` rows, in file
+    order, the key columns read as dictionaries (codes straight from the file's pages).
+
+    Memory follows the batches in flight, not the file: a few batches are read ahead, from one
+    file at a time, and a row group's column chunks are not buffered whole first (``pre_buffer``,
+    Arrow's default, held ~2 GB reading a 1.7 GB file of 10^8 ticks: 0.35 GB without, and faster)."""
+    import pyarrow.dataset as ds
+
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=set(key_columns)),
+                               default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+    data = ds.dataset(paths, format=fmt, partitioning=partitioning)
+    return data.scanner(columns=columns, batch_size=batch_rows, batch_readahead=4,
+                        fragment_readahead=1).to_batches()
+
+
+__all__ = ["FileScan", "STAGES", "scan_batches", "parquet_batches"]
