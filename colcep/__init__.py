@@ -4,6 +4,7 @@ from colcep.errors import (CapacityError, ColcepError, ColcepWarning, InputError
                      WindowSpecError)
 from colcep.expr import Expr, avg, col, count, first, last, lit, max, min, prev, rolling, sum
 from colcep.engine.matcher import Matcher, match
+from colcep.engine.many import ManyMatcher, match_many
 from colcep.engine.program import CompiledPattern, compile
 from colcep.pattern import Pattern
 from colcep.lang.json_format import PatternJSONError
@@ -12,7 +13,7 @@ from colcep.lang.sql import SqlError, sql
 from colcep.windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from colcep.skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
-__all__ = ["Pattern", "CompiledPattern", "compile", "Matcher", "match", "Expr", "col", "lit", "first", "last", "sum",
+__all__ = ["Pattern", "CompiledPattern", "compile", "Matcher", "match", "ManyMatcher", "match_many", "Expr", "col", "lit", "first", "last", "sum",
            "count", "avg", "min", "max", "prev", "rolling",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
            "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",

@@ -72,6 +72,41 @@ P5 = (Pattern.begin("a").where(col("volume") > 800.0)
 BENCHMARK_PATTERNS: dict[str, Pattern] = {"P1": P1, "P2": P2, "P3": P3, "P4": P4, "P5": P5}
 
 
+def desk_patterns() -> dict[str, Pattern]:
+    """Twenty tick signals a desk would scan together (``colcep.match_many``, ``colcep scan
+    --pattern desk``): the five benchmark families, four variants each, with other thresholds
+    and windows. Names say the family and the variant, e.g. ``P2_v950_d0.998_w2m``."""
+    out: dict[str, Pattern] = {}
+    for vol, win in ((700, 5), (800, 10), (900, 20), (950, 30)):  # P1: big volume, two rising ticks next
+        out[f"P1_v{vol}_w{win}s"] = (Pattern.begin("a").where(col("volume") > float(vol))
+                                     .next("b").where(col("price") > last("price", of="a"))
+                                     .next("c").where(col("price") > last("price", of="b"))
+                                     .within(win * 1000))
+    for vol, drop, win in ((850, 0.999, 1), (900, 0.9995, 1), (950, 0.998, 2), (980, 0.997, 5)):  # P2
+        out[f"P2_v{vol}_d{drop}_w{win}m"] = (Pattern.begin("a").where(col("volume") > float(vol))
+                                            .followed_by("b").where(col("price") > last("price", of="a"))
+                                            .one_or_more()
+                                            .followed_by("c").where(col("price") < last("price", of="b") * drop)
+                                            .within(win * 60_000).skip(SkipPastLastEvent()))
+    for vol, frac, win in ((1000, 0.8, 60), (1200, 0.8, 30), (1500, 0.7, 60), (900, 0.6, 15)):  # P3
+        out[f"P3_v{vol}_f{frac}_w{win}m"] = (Pattern.begin("a1").where(col("volume") > float(vol))
+                                            .followed_by("ai").where(
+                                                col("price") > (sum("price", of="ai") + last("price", of="a1"))
+                                                / (count(of="ai", field="price") + 1.0)).one_or_more()
+                                            .followed_by("b").where(col("volume") < frac * last("volume", of="ai"))
+                                            .within(win * 60_000).skip(SkipPastLastEvent()))
+    for vol, win in ((600, 2), (800, 2), (1000, 5), (1200, 10)):  # P4: every rising triple, skip till any
+        out[f"P4_v{vol}_w{win}s"] = (Pattern.begin("a").where(col("volume") > float(vol))
+                                     .followed_by_any("b").where(col("price") > last("price", of="a"))
+                                     .followed_by_any("c").where(col("price") > last("price", of="b"))
+                                     .within(win * 1000))
+    for vol, level, win in ((800, 1.05, 60), (1000, 1.03, 30), (1200, 1.02, 15), (1500, 1.01, 60)):  # P5
+        out[f"P5_v{vol}_l{level}_w{win}m"] = (Pattern.begin("a").where(col("volume") > float(vol))
+                                             .followed_by("b").where(col("price") > level * last("price", of="a"))
+                                             .within(win * 60_000))
+    return out
+
+
 def benchmark_pattern(name: str) -> Pattern:
     """One of the benchmark patterns by id: ``"P1"``..``"P5"`` (or the full id of
     ``patterns.json``, e.g. ``"P3_paper_query3"``)."""

@@ -173,6 +173,7 @@ class Matcher:
         self._late: list[pa.Table] = []
         self._closed = False
         self._failed: BaseException | None = None
+        self._guarded = True  # calls roll back on failure by themselves (False: a ManyMatcher does)
         self._unit_checked = False
         # a progress meter: called as (rows done, matches so far) between kernel calls, from the
         # thread that called process / close (colcep.match sets it; it must be cheap when not due)
@@ -310,20 +311,31 @@ class Matcher:
             raise InputError("this Matcher is closed; create a new one for a new stream")
 
     def _atomically(self, step):
-        saved_state, saved_bound, saved_late = self._state.checkpoint(), self._bound, list(self._late)
+        if not self._guarded:  # a ManyMatcher holds this call's undo with its other patterns'
+            return step()
+        saved = self._begin()
         try:
             out = step()
         except BaseException:
-            try:
-                self._state.restore_from(saved_state, settled=interrupt.settled())
-                self._bound, self._late = saved_bound, saved_late
-                self._out = _new_out()  # an interrupted kernel may still write to the old ones
-                self._shard_out = [_new_out() for _ in range(self.threads)]
-            except BaseException as e:  # pragma: no cover - nothing above allocates much
-                self._failed = e
+            self._roll_back(saved)
             raise
         self._state.commit()
         return out
+
+    def _begin(self) -> tuple:
+        """What a failed call goes back to (``_roll_back``); a call that succeeds ends with
+        ``self._state.commit()``. (``ManyMatcher`` holds several Matchers' until all succeed.)"""
+        return self._state.checkpoint(), self._bound, list(self._late)
+
+    def _roll_back(self, saved: tuple) -> None:
+        saved_state, saved_bound, saved_late = saved
+        try:
+            self._state.restore_from(saved_state, settled=interrupt.settled())
+            self._bound, self._late = saved_bound, saved_late
+            self._out = _new_out()  # an interrupted kernel may still write to the old ones
+            self._shard_out = [_new_out() for _ in range(self.threads)]
+        except BaseException as e:  # pragma: no cover - nothing above allocates much
+            self._failed = e
 
     # ------------------------------------------------------------------ per batch
     def _process(self, tbl: pa.Table, watermark: Any) -> pa.Table:
@@ -770,19 +782,25 @@ def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str
     if meter is not None:
         m.on_progress = meter.update
     with scanning(meter, lambda: (m.rows_received, m.matches_emitted)):
-        if is_table:
-            tbl = data
-            if time in tbl.column_names and not _is_sorted(tbl, time, key):
-                return _match_unsorted(m, tbl, time, key)
-            parts = [m.process(tbl)]
-        else:
-            parts = []
-            for b in data:
-                parts.append(m.process(b))
-                if meter is not None:
-                    meter.update(m.rows_received, m.matches_emitted)
-        parts.append(m.close())
-        return pa.concat_tables(parts)
+        return match_all(m, data, is_table, time, key, meter)
+
+
+def match_all(m: Any, data: Any, is_table: bool, time: str, key: Any, meter: Any = None) -> pa.Table:
+    """``m.process`` over all of ``data`` (a table, put in time order per key first, or batches),
+    then ``m.close()``; the output's ``row`` refers to ``data`` as given."""
+    if is_table:
+        tbl, order = in_time_order(data, time, key)
+        out = pa.concat_tables([m.process(tbl), m.close()])
+        if order is None:
+            return out
+        return out.set_column(out.schema.get_field_index("row"), "row", pa.array(order[out.column("row").to_numpy()]))
+    parts = []
+    for b in data:
+        parts.append(m.process(b))
+        if meter is not None:
+            meter.update(m.rows_received, m.matches_emitted)
+    parts.append(m.close())
+    return pa.concat_tables(parts)
 
 
 def _total_rows(data: Any) -> int | None:
@@ -802,19 +820,22 @@ def _is_sorted(tbl: pa.Table, time: str, key: Any) -> bool:
     return bool(np.all(ts[1:] >= ts[:-1]))
 
 
-def _match_unsorted(m: Matcher, tbl: pa.Table, time: str, key: Any) -> pa.Table:
-    """A table not in time order: each key's rows in time order is all matching needs, so a
-    table in that order (e.g. grouped by key) is matched as it is, and any other is ordered in
-    linear time (:func:`colcep.engine.ordering.key_time_order`, ties in input order)."""
+def in_time_order(tbl: pa.Table, time: str, key: Any) -> tuple[pa.Table, np.ndarray | None]:
+    """``tbl`` with each key's rows in time order, and the permutation applied (None: none was
+    needed). A table in time order, or in time order per key (e.g. grouped by key), is taken as
+    it is; any other is ordered in linear time (:func:`colcep.engine.ordering.key_time_order`,
+    ties in input order). Input a Matcher would refuse is left to it to say what is wrong."""
+    from colcep.engine.keys import KeyCodes
     from colcep.engine.ordering import StreamOrder, key_time_order
 
+    if time not in tbl.column_names or _is_sorted(tbl, time, key):
+        return tbl, None
     t = tbl.schema.field(time).type
-    if not all(k in tbl.column_names for k in m._state.keys.names) or not (
+    if not all(k in tbl.column_names for k in key_names(key)) or not (
             pa.types.is_integer(t) or pa.types.is_timestamp(t)):
-        return pa.concat_tables([m.process(tbl), m.close()])  # the Matcher says what is wrong
-    m._state.keys.check_nulls(tbl)  # before ordering, so that an error names the row as given
+        return tbl, None
+    KeyCodes(key).check_nulls(tbl)  # before ordering, so that an error names the row as given
     if StreamOrder(key, time).check(tbl) < 0:
-        return pa.concat_tables([m.process(tbl), m.close()])
+        return tbl, None
     order = key_time_order(tbl, key, time)
-    out = pa.concat_tables([m.process(tbl.take(pa.array(order))), m.close()])
-    return out.set_column(out.schema.get_field_index("row"), "row", pa.array(order[out.column("row").to_numpy()]))
+    return tbl.take(pa.array(order)), order

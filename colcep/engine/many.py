@@ -1,0 +1,175 @@
+"""Several patterns over one stream in one pass: :class:`ManyMatcher` and :func:`match_many`.
+
+Each pattern keeps its own Matcher, so each keeps exactly its own semantics and output (its
+match ids, its skip strategy, its timeouts); what the patterns share is done once per batch:
+reading and ordering the input, and the key's dictionary encoding (each Matcher then maps the
+batch's distinct keys to its codes, not its rows). The output is every pattern's, one after the
+other per batch, with the pattern's name in a first column ``pattern``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from colcep.engine import shards as shd
+from colcep.engine.inputs import as_table
+from colcep.engine.keys import key_names, normalize_key
+from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all
+from colcep.engine.specialise import DEFAULT_TIER
+from colcep.errors import InputError
+from colcep.pattern import with_key
+from colcep.progress import scan_progress, scanning
+
+#: The output column naming the pattern a row matched.
+PATTERN_COL = "pattern"
+
+
+def _common_key(patterns: Mapping[str, Any], key: Any) -> Any:
+    """The key of every pattern: ``key``, or the one their queries bring (all the same)."""
+    keys = {name: with_key(p, key)[1] for name, p in patterns.items()}
+    distinct = {tuple(key_names(k)) for k in keys.values()}
+    if len(distinct) > 1:
+        shown = ", ".join(f"{n!r}: {k!r}" for n, k in keys.items())
+        raise InputError(f"the patterns are keyed differently ({shown}); match_many matches one stream "
+                         "partitioned one way: give the same key to all")
+    return next(iter(keys.values()))
+
+
+class ManyMatcher:
+    """One :class:`~colcep.Matcher` per named pattern, fed the same batches.
+
+    ``patterns``: name -> Pattern (or a front-end query with its key, or a compiled pattern);
+    names are strings. The other arguments are :class:`~colcep.Matcher`'s, the same for every
+    pattern. ``process`` and ``close`` return every pattern's output with its name in the column
+    ``pattern`` (a string). A call that raises leaves every pattern's state as it was before it.
+    """
+
+    def __init__(self, patterns: Mapping[str, Any], key: "str | Sequence[str] | None" = None, time: str = "ts",
+                 columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
+                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+                 max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None,
+                 threads: int | None = 1, tier: str = DEFAULT_TIER):
+        if not isinstance(patterns, Mapping) or not patterns:
+            raise InputError("match_many takes a non-empty mapping of pattern names to patterns, e.g. "
+                             "{'spike': p1, 'breakout': p2}")
+        bad = [n for n in patterns if not isinstance(n, str) or not n]
+        if bad:
+            raise InputError(f"pattern names must be non-empty strings, got {bad[0]!r}")
+        if columns is not None and PATTERN_COL in columns:
+            raise InputError(f"output column {PATTERN_COL!r} collides with match_many's column naming each row's "
+                             "pattern; rename it in the input")
+        self.key = normalize_key(_common_key(patterns, key), time)
+        self.time = time
+        self.matchers: dict[str, Matcher] = {
+            name: Matcher(with_key(p, key)[0], key=self.key, time=time, columns=columns, timeouts=timeouts,
+                          time_unit=time_unit, max_partial_matches=max_partial_matches,
+                          max_state_bytes=max_state_bytes, out_of_orderness=out_of_orderness, threads=threads,
+                          tier=tier)
+            for name, p in patterns.items()}
+        for m in self.matchers.values():
+            m._guarded = False  # this object rolls every pattern back when one call fails
+        self._names = {name: pa.scalar(name, pa.string()) for name in patterns}
+        self._encoded: dict[str, pa.DataType] = {}  # key columns this object encodes, and their type
+
+    def process(self, batch: Any, watermark: Any = None) -> pa.Table:
+        """Feed one batch to every pattern; returns what it completed, pattern by pattern."""
+        tbl = as_table(batch)
+        for k in key_names(self.key):
+            if k in tbl.column_names and not pa.types.is_dictionary(tbl.schema.field(k).type):
+                self._encoded.setdefault(k, tbl.schema.field(k).type)
+        tbl = _keys_encoded(tbl, key_names(self.key))
+        if PATTERN_COL in tbl.column_names and any(m.columns is None for m in self.matchers.values()):
+            raise InputError(f"the input has a column {PATTERN_COL!r}, which match_many's output uses for the "
+                             "pattern's name; rename it or choose the output columns (columns=)")
+        return self._all(lambda m: m.process(tbl, watermark=watermark))
+
+    def close(self) -> pa.Table:
+        """End of input for every pattern (see :meth:`colcep.Matcher.close`)."""
+        return self._all(Matcher.close)
+
+    def _all(self, call) -> pa.Table:
+        """``call(m)`` for every pattern's Matcher, as one call: if one raises, those before it
+        are rolled back too."""
+        done: list[tuple[Matcher, tuple, bool]] = []
+        outs = []
+        try:
+            for name, m in self.matchers.items():
+                done.append((m, m._begin(), m._closed))
+                outs.append(self._named(name, call(m)))
+        except BaseException:
+            for m, saved, closed in done:
+                m._roll_back(saved)
+                m._closed = closed
+            raise
+        for m, _, _ in done:
+            m._state.commit()
+        return pa.concat_tables(outs, promote_options="permissive")
+
+    def _named(self, name: str, out: pa.Table) -> pa.Table:
+        for k in key_names(self.key):  # the key as the input has it, not as encoded for the patterns
+            if k in out.column_names and pa.types.is_dictionary(out.schema.field(k).type) and k in self._encoded:
+                f = out.schema.field(k)
+                out = out.set_column(out.schema.get_field_index(k), f.with_type(self._encoded[k]),
+                                     out.column(k).cast(self._encoded[k]))
+        col = pa.repeat(self._names[name], out.num_rows)
+        return out.add_column(0, pa.field(PATTERN_COL, pa.string(), False), col)
+
+    @property
+    def live_partial_matches(self) -> int:
+        return sum(m.live_partial_matches for m in self.matchers.values())
+
+    @property
+    def matches_emitted(self) -> int:
+        """Matches emitted so far, all patterns together."""
+        return sum(m.matches_emitted for m in self.matchers.values())
+
+    @property
+    def rows_received(self) -> int:
+        return next(iter(self.matchers.values())).rows_received
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(m.state_bytes for m in self.matchers.values())
+
+
+def _keys_encoded(tbl: pa.Table, keys: list[str]) -> pa.Table:
+    """``tbl`` with its string key columns dictionary-encoded, once for all patterns."""
+    for k in keys:
+        if k not in tbl.column_names:
+            continue  # each Matcher says it is missing
+        col = tbl.column(k)
+        t = col.type
+        if (pa.types.is_string(t) or pa.types.is_large_string(t)) and tbl.num_rows:
+            tbl = tbl.set_column(tbl.schema.get_field_index(k), k, pc.dictionary_encode(col.combine_chunks()))
+    return tbl
+
+
+def match_many(data: Any, patterns: Mapping[str, Any], key: "str | Sequence[str] | None" = None, time: str = "ts",
+               columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
+               max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
+               max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None,
+               tier: str = DEFAULT_TIER, progress: bool | None = None) -> pa.Table:
+    """:func:`colcep.match` for several patterns in one pass over ``data``: the output is each
+    pattern's own (as ``colcep.match(data, patterns[name], ...)`` gives it: match ids, rows,
+    columns) with the pattern's name in a first column ``pattern``. ``patterns``: a mapping of
+    names to patterns. A table is put in time order per key once for all of them."""
+    from colcep.engine.matcher import _total_rows  # the same rules as match()
+
+    threads = shd.resolve_threads(threads)
+    is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
+        type(data).__module__.startswith("pandas")
+    if is_table:
+        data = as_table(data)
+        if data.num_rows < shd.PARALLEL_MIN_ROWS:
+            threads = 1
+    mm = ManyMatcher(patterns, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
+                     max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads,
+                     tier=tier)
+    meter = scan_progress(progress, "colcep.match_many", data.num_rows if is_table else _total_rows(data))
+    if meter is not None:
+        for m in mm.matchers.values():
+            m.on_progress = lambda rows, _n: meter.update(rows, mm.matches_emitted)
+    with scanning(meter, lambda: (mm.rows_received, mm.matches_emitted)):
+        return match_all(mm, data, is_table, time, mm.key, meter)

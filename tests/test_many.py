@@ -1,0 +1,132 @@
+"""Several patterns in one pass (``colcep.match_many``, ``colcep.ManyMatcher``): each pattern's
+output is exactly its own Matcher's; a failed call leaves every pattern as it was."""
+import json
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import colcep as cc
+from colcep import col
+from colcep.errors import CapacityError, InputError
+from colcep.examples import BENCHMARK_PATTERNS, desk_patterns
+from colcep.ticks import make_ticks
+from conformance import CORPUS, case_pattern, case_table, compiles, load_cases, run_table
+
+CASES = [c for c in load_cases([CORPUS]) if compiles(c)]
+
+
+def _groups() -> list[list[dict]]:
+    """Conformance cases over the same events (and key, and timeouts asked or not), together."""
+    by: dict = defaultdict(list)
+    for c in CASES:
+        by[json.dumps([c["events"], c["pattern"].get("key"), c.get("expected_timeouts") is not None],
+                      sort_keys=True)].append(c)
+    return list(by.values())
+
+
+GROUPS = _groups()
+
+
+def _of(out: pa.Table, name: str) -> pa.Table:
+    return out.filter(pc.equal(out.column("pattern"), name)).drop_columns(["pattern"])
+
+
+def test_groups_cover_the_corpus():
+    assert sum(len(g) for g in GROUPS) == len(CASES) > 700
+    assert max(len(g) for g in GROUPS) >= 8  # some groups hold many patterns over the same events
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=[g[0]["id"] + (f"+{len(g) - 1}" if len(g) > 1 else "") for g in GROUPS])
+def test_conformance_cases_in_groups(group):
+    """Each case's rows of one pass, whole and in 1-row batches, are exactly its own Matcher's
+    table (which test_conformance checks against Flink): rows, order, match ids, columns."""
+    timeouts = group[0].get("expected_timeouts") is not None
+    table = case_table(group[0])
+    pats = {c["id"]: case_pattern(c) for c in group}
+    for step in (max(1, table.num_rows), 1):
+        mm = cc.ManyMatcher(pats, key=group[0]["pattern"].get("key"), time="ts", timeouts=timeouts, columns=None)
+        parts = [mm.process(table.slice(i, step)) for i in range(0, table.num_rows, step)]
+        out = pa.concat_tables(parts + [mm.close()])
+        for c in group:
+            assert _of(out, c["id"]).equals(run_table(c, timeouts, columns=None)), c["id"]
+
+
+def test_match_many_equals_match_per_pattern_with_threads_and_unsorted_input():
+    t = make_ticks(80_000, 40, 3)  # above PARALLEL_MIN_ROWS: keys spread over two threads
+    shuffled = t.take(pa.array(np.random.default_rng(1).permutation(t.num_rows)))
+    pats = dict(BENCHMARK_PATTERNS)
+    pats["P5_close"] = desk_patterns()["P5_v1500_l1.01_w60m"]
+    for data in (t, shuffled):
+        out = cc.match_many(data, pats, key="name", time="ts", threads=2, columns=["price"])
+        assert out.column_names == ["pattern", "match_id", "name", "stage", "row", "price"]
+        assert out.schema.field("name").type == pa.string()
+        for name, p in pats.items():
+            want = cc.match(data, p, key="name", time="ts", threads=2, columns=["price"])
+            assert _of(out, name).equals(want), name
+        assert set(out.column("pattern").to_pylist()) == set(pats)
+
+
+def test_desk_patterns_are_twenty_distinct_signals():
+    pats = desk_patterns()
+    assert len(pats) == 20 and len({p.to_json() for p in pats.values()}) == 20
+    assert sorted({n[:2] for n in pats}) == ["P1", "P2", "P3", "P4", "P5"]
+
+
+def test_a_failed_call_leaves_every_pattern_as_it_was():
+    t = make_ticks(6000, 5, 2)
+    runaway = (cc.Pattern.begin("a").where(col("volume") > 0)
+               .followed_by_any("b").where(col("price") > 0).one_or_more().within(10**9))
+    pats = {"p1": BENCHMARK_PATTERNS["P1"], "runaway": runaway, "p3": BENCHMARK_PATTERNS["P3"]}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=[], max_partial_matches=5_000)
+    good = mm.process(t.slice(0, 40))
+    with pytest.raises(CapacityError):
+        mm.process(t.slice(40, 3000))
+    # the same calls without the failed one: a ManyMatcher that never saw it gives the same rest
+    fresh = cc.ManyMatcher(pats, key="name", time="ts", columns=[], max_partial_matches=5_000)
+    assert fresh.process(t.slice(0, 40)).equals(good)
+    for m in (mm, fresh):
+        m.matchers["runaway"].max_partial_matches = 10**9  # let the runaway through from here
+    after = [m.process(t.slice(40, 200)) for m in (mm, fresh)]
+    assert after[0].equals(after[1]) and after[0].num_rows > 0
+    assert mm.close().equals(fresh.close())
+
+
+def test_errors_name_the_rule():
+    p = BENCHMARK_PATTERNS["P1"]
+    with pytest.raises(InputError, match="non-empty mapping"):
+        cc.ManyMatcher({}, key="name")
+    with pytest.raises(InputError, match="non-empty mapping"):
+        cc.ManyMatcher([p], key="name")
+    with pytest.raises(InputError, match="pattern names must be non-empty strings, got 3"):
+        cc.ManyMatcher({3: p}, key="name")
+    a = cc.sase("PATTERN SEQ(T a, T b) WHERE [name] AND b.price > a.price WITHIN 10 s")
+    b = cc.sase("PATTERN SEQ(T a, T b) WHERE [id] AND b.price > a.price WITHIN 10 s")
+    with pytest.raises(InputError, match="the patterns are keyed differently"):
+        cc.ManyMatcher({"a": a, "b": b})
+    with pytest.raises(InputError, match="collides with match_many's column"):
+        cc.ManyMatcher({"a": p}, key="name", columns=["pattern"])
+    t = make_ticks(100, 2, 1)
+    with pytest.raises(InputError, match="the input has a column 'pattern'"):
+        cc.match_many(t.append_column("pattern", pa.array(["x"] * 100)), {"a": p}, key="name")
+    out = cc.match_many(t.append_column("pattern", pa.array(["x"] * 100)), {"a": p}, key="name", columns=["price"])
+    assert out.column_names[0] == "pattern"
+    with pytest.raises(InputError, match="key column 'nope' is missing"):
+        cc.match_many(t, {"a": p}, key="nope")
+
+
+def test_state_and_counts_add_up():
+    t = make_ticks(20_000, 10, 4)
+    pats = {"P1": BENCHMARK_PATTERNS["P1"], "P5": BENCHMARK_PATTERNS["P5"]}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=[])
+    out = mm.process(t)
+    assert mm.rows_received == 20_000
+    assert mm.live_partial_matches == sum(m.live_partial_matches for m in mm.matchers.values()) > 0
+    assert mm.state_bytes == sum(m.state_bytes for m in mm.matchers.values())
+    out = pa.concat_tables([out, mm.close()])
+    assert mm.matches_emitted == sum(len(set(_of(out, n).column("match_id").to_pylist())) for n in pats)
+    assert _of(out, "P5").equals(cc.match(t, pats["P5"], key="name", time="ts", columns=[]))
+    with pytest.raises(InputError, match="closed"):
+        mm.process(t.slice(0, 1))
