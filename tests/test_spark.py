@@ -503,3 +503,36 @@ def test_pandas_is_one_pyspark_supports_and_no_warning_is_hidden(spark, ticks_df
         warnings.simplefilter("always")
         colcep.spark.match(ticks_df, P1, key="name", time="ts", seq="id").count()
     assert not [w for w in caught if "pandas" in str(w.message)], [str(w.message) for w in caught]
+
+
+@spark_only
+def test_spark_match_many_is_each_patterns_own_job(spark, ticks, ticks_df):
+    """Several patterns in one job: each pattern's rows are exactly what ``match`` gives it
+    alone (match ids included), with one shuffle of the input."""
+    from colcep.examples import BENCHMARK_PATTERNS
+    from colcep.spark import ScanMetrics, match, match_many
+
+    set_batch(spark, 700)
+    pats = {"three_rising": get_example("three_rising").pattern,
+            **{n: p for n, p in BENCHMARK_PATTERNS.items() if n != "P4"}}  # (P4's output is huge on 7 keys)
+    m = ScanMetrics(spark)
+    out = match_many(ticks_df, pats, key="name", time="ts", columns=["price"], seq="id", timeouts=True,
+                     num_partitions=3, metrics=m)
+    assert out.columns == ["pattern", "match_id", "name", "stage", "row", "timed_out", "timeout_ts", "price"]
+    got = out.toArrow()
+    assert m.rows == ticks.num_rows and m.tasks == 3  # the rows were read and shuffled once
+    order = [("match_id", "ascending"), ("stage", "ascending"), ("row", "ascending")]
+    for name, p in pats.items():
+        alone = match(ticks_df, p, key="name", time="ts", columns=["price"], seq="id", timeouts=True,
+                      num_partitions=3).toArrow().sort_by(order)
+        mine = got.filter(pa.compute.equal(got.column("pattern"), name)).drop_columns(["pattern"]).sort_by(order)
+        assert mine.equals(alone), name
+        want = colcep.match(ticks, p, key="name", time="ts", columns=["price"], timeouts=True)
+        assert canon(mine) == canon(want)
+    assert got.num_rows > 100
+    from colcep.errors import InputError
+
+    with pytest.raises(InputError, match="names each row's pattern"):
+        match_many(ticks_df.withColumnRenamed("volume", "pattern"), pats, key="name", time="ts")
+    with pytest.raises(InputError, match="non-empty mapping"):
+        match_many(ticks_df, {}, key="name", time="ts")

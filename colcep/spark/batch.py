@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["match", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec", "ID_BITS", "ROW_COL"]
+__all__ = ["match", "match_many", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec", "ID_BITS", "ROW_COL"]
 
 #: Match ids (and generated row ids of the Parquet path) are ``part << ID_BITS | n``.
 ID_BITS = 40
@@ -419,6 +419,47 @@ class _TaskMatcher:
                              compiles=kernel_compiles() - c0, late_compiles=kernel_compiles() - c1)
 
 
+class _TaskMatcherMany:
+    """``mapInArrow``'s function for several patterns: one KeyedStream per pattern and task, each
+    fed every batch; output rows carry the pattern's name first."""
+
+    def __init__(self, specs: "dict[str, _Spec]", metrics: ScanMetrics | None):
+        self.specs = specs
+        self.metrics = metrics
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        t0 = time.perf_counter()
+        c0 = kernel_compiles()
+        warm = sum(_warm_kernels(spec) for spec in self.specs.values())
+        c1 = kernel_compiles()
+        ctx = TaskContext.get()
+        part = ctx.partitionId() if ctx is not None else 0
+        streams = {name: KeyedStream(spec, part << ID_BITS) for name, spec in self.specs.items()}
+        names = {name: pa.scalar(name, pa.string()) for name in self.specs}
+        n_batches = rows = 0
+
+        def named(name: str, t: pa.Table) -> Iterator[pa.RecordBatch]:
+            yield from t.add_column(0, pa.field("pattern", pa.string(), False),
+                                    pa.repeat(names[name], t.num_rows)).to_batches()
+
+        for b in batches:
+            n_batches += 1
+            rows += b.num_rows
+            for name, stream in streams.items():
+                for t in stream.feed(b):
+                    yield from named(name, t)
+        for name, stream in streams.items():
+            for t in stream.finish():
+                yield from named(name, t)
+        if self.metrics is not None:
+            self.metrics.add(rows=rows, batches=n_batches, matches=sum(s.matches for s in streams.values()),
+                             tasks=1, task_seconds=time.perf_counter() - t0, warm_seconds=warm,
+                             warm_workers=int(warm > 0), compiles=kernel_compiles() - c0,
+                             late_compiles=kernel_compiles() - c1)
+
+
 # ============================================================================ driver side
 def _spark_types():
     from pyspark.sql import types as T
@@ -593,18 +634,59 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
     (read when the job runs); any size works, large ones (>= 100 000) are faster.
     """
     pattern, key = with_key(pattern, key)
-    from pyspark.sql import functions as F
-
     if not isinstance(pattern, Pattern):
         raise InputError(f"match() needs a colcep Pattern, got {type(pattern).__name__}")
+    parts, specs, out_struct, n = _plan(df, {"": pattern}, key, time, columns, seq, timeouts, time_unit,
+                                        max_partial_matches, num_partitions, check_nulls, tier)
+    return _run(parts, _TaskMatcher(specs[""], metrics), out_struct, n, progress, metrics, "colcep.spark.match")
+
+
+def match_many(df: "DataFrame", patterns: "dict[str, Pattern | KeyedPattern]",
+               key: "str | Sequence[str] | None" = None, time: str = "ts", columns: Sequence[str] | None = None, *,
+               seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
+               max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
+               check_nulls: bool = True, metrics: ScanMetrics | None = None, tier: str = "generic",
+               progress: bool | None = None) -> "DataFrame":
+    """:func:`match` for several patterns in one job: the rows are projected, shuffled and sorted
+    once, and each task runs every pattern over them. The output is each pattern's own (as
+    ``match(df, patterns[name], ...)`` gives it, match ids included) with the pattern's name in a
+    first column ``pattern``. ``patterns``: a mapping of names to patterns, all keyed alike."""
+    from colcep.engine.many import PATTERN_COL, _common_key
+
+    if not isinstance(patterns, dict) or not patterns or not all(isinstance(n, str) and n for n in patterns):
+        raise InputError("match_many takes a non-empty mapping of pattern names (strings) to patterns")
+    key = _common_key(patterns, key)
+    pats = {name: with_key(p, key)[0] for name, p in patterns.items()}
+    for name, p in pats.items():
+        if not isinstance(p, Pattern):
+            raise InputError(f"pattern {name!r}: match_many needs colcep Patterns, got {type(p).__name__}")
+    if columns is not None and PATTERN_COL in columns or columns is None and PATTERN_COL in df.columns:
+        raise InputError(f"the output column {PATTERN_COL!r} names each row's pattern; rename the input's "
+                         f"{PATTERN_COL!r} column or leave it out of columns")
+    parts, specs, out_struct, n = _plan(df, pats, key, time, columns, seq, timeouts, time_unit,
+                                        max_partial_matches, num_partitions, check_nulls, tier)
+    T = _spark_types()
+    out_struct = T.StructType([T.StructField(PATTERN_COL, T.StringType(), False), *out_struct.fields])
+    return _run(parts, _TaskMatcherMany(specs, metrics), out_struct, n, progress, metrics,
+                "colcep.spark.match_many")
+
+
+def _plan(df: "DataFrame", patterns: "dict[str, Pattern]", key: Any, time: str, columns: Sequence[str] | None,
+          seq: str | None, timeouts: bool, time_unit: str, max_partial_matches: int, num_partitions: int | None,
+          check_nulls: bool, tier: str) -> tuple:
+    """The rows every pattern needs, shuffled by key and sorted; each pattern's task spec; the
+    output's Spark schema; the number of tasks."""
+    from pyspark.sql import functions as F
+
     spark = df.sparkSession
     T = _spark_types()
     fields = {f.name: f for f in df.schema.fields}
     key = normalize_key(key, time)
     keys = key_names(key)
-    out_cols = _check_columns({k: f.dataType for k, f in fields.items()}, _spark_kind, pattern, key, time, seq,
-                              columns)
-    need = [c for c in dict.fromkeys([*keys, time, seq, *_pattern_columns(pattern), *out_cols]) if c is not None]
+    kinds = {k: f.dataType for k, f in fields.items()}
+    out_cols = [_check_columns(kinds, _spark_kind, p, key, time, seq, columns) for p in patterns.values()][0]
+    read = [c for p in patterns.values() for c in _pattern_columns(p)]
+    need = [c for c in dict.fromkeys([*keys, time, seq, *read, *out_cols]) if c is not None]
     if check_nulls:
         _check_nulls(df, {c: role for role, c in [("key", k) for k in keys] + [("time", time), ("seq", seq)]
                           if c is not None and fields[c].nullable})
@@ -615,9 +697,12 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
         proj = proj.withColumn(ROW_COL, F.monotonically_increasing_id())
     in_schema = _to_arrow(spark, proj.schema)
     out_struct = T.StructType(_out_fields([fields[k] for k in keys], timeouts, [fields[c] for c in out_cols]))
-    spec = _Spec(pattern, key, time, row, tuple(out_cols), bool(timeouts), time_unit, int(max_partial_matches),
-                 in_schema, _to_arrow(spark, out_struct), check_tier(tier))
-    _validate_pattern(spec)
+    out_schema = _to_arrow(spark, out_struct)
+    specs = {}
+    for name, p in patterns.items():
+        specs[name] = _Spec(p, key, time, row, tuple(out_cols), bool(timeouts), time_unit, int(max_partial_matches),
+                            in_schema, out_schema, check_tier(tier))
+        _validate_pattern(specs[name])
     if key is None:
         n = 1
         parts = proj.repartition(1).sortWithinPartitions(time, row)
@@ -626,12 +711,18 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
         if n < 1:
             raise InputError(f"num_partitions must be positive, got {n}")
         parts = proj.repartition(n, *keys).sortWithinPartitions(*keys, time, row)
+    return parts, specs, out_struct, n
+
+
+def _run(parts: "DataFrame", task: Any, out_struct: "StructType", n: int, progress: bool | None,
+         metrics: "ScanMetrics | None", what: str) -> "DataFrame":
     watch = progress_wanted(progress)
     if watch and metrics is None:
-        metrics = ScanMetrics(spark)
-    out = parts.mapInArrow(_TaskMatcher(spec, metrics), out_struct)
+        metrics = ScanMetrics(parts.sparkSession)
+        task.metrics = metrics
+    out = parts.mapInArrow(task, out_struct)
     if watch:  # the matching stage has the n tasks of the repartition (which adaptive execution keeps)
-        spark_scan_meter(progress, out, spark.sparkContext, metrics, n, "colcep.spark.match")
+        spark_scan_meter(progress, out, parts.sparkSession.sparkContext, metrics, n, what)
     return out
 
 
