@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from colcep import cache
 from colcep.cache import kernels_cold
+from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
@@ -62,7 +63,10 @@ COMPILE_SECONDS = 120
 def summarize(matches: pa.Table, key: str | None, top: int = 10, time: str | None = None) -> dict[str, Any]:
     """Counts of a match table: matches, matched events, events and matches per stage, matches
     per key (the ``top`` keys), the time span of the matched events (when ``time`` is a column
-    of the table), and timed-out partial matches when the table has them."""
+    of the table), and timed-out partial matches when the table has them. The table of several
+    patterns (a ``pattern`` column) gets these per pattern, and the totals."""
+    if PATTERN_COL in matches.column_names:
+        return _summarize_patterns(matches, key, top, time)
     if "timed_out" in matches.column_names:
         to = matches.filter(pc.field("timed_out"))
         matches = matches.filter(~pc.field("timed_out"))
@@ -91,6 +95,31 @@ def summarize(matches: pa.Table, key: str | None, top: int = 10, time: str | Non
     if time is not None and time in matches.column_names and matches.num_rows:
         mm = pc.min_max(matches.column(time))
         out["time_span"] = [mm["min"].as_py(), mm["max"].as_py()]
+    return out
+
+
+def _summarize_patterns(matches: pa.Table, key: str | None, top: int, time: str | None) -> dict[str, Any]:
+    names = sorted(set(pc.unique(matches.column(PATTERN_COL)).to_pylist()))
+    per = {n: summarize(matches.filter(pc.equal(matches.column(PATTERN_COL), n)).drop_columns([PATTERN_COL]),
+                        key, top, time) for n in names}
+    out: dict[str, Any] = {"matches": sum(p["matches"] for p in per.values()),
+                           "matched_events": sum(p["matched_events"] for p in per.values())}
+    if "timed_out" in matches.column_names:
+        out["timed_out"] = sum(p.get("timed_out", 0) for p in per.values())
+    out["events_per_stage"], out["matches_per_stage"] = {}, {}
+    if key is not None and key in matches.column_names and matches.num_rows:
+        done = matches.filter(~pc.field("timed_out")) if "timed_out" in matches.column_names else matches
+        one = done.group_by([key, PATTERN_COL, "match_id"], use_threads=False).aggregate([])
+        keys = one.group_by(key).aggregate([(key, "count")]).sort_by([(f"{key}_count", "descending"),
+                                                                        (key, "ascending")])
+        d = keys.slice(0, top).to_pydict()
+        out["keys_with_matches"] = keys.num_rows
+        out["top_keys"] = {str(k): int(v) for k, v in zip(d[key], d[f"{key}_count"])}
+    spans = [p["time_span"] for p in per.values() if p.get("time_span")]
+    if spans:
+        out["time_span"] = [min(a for a, _ in spans), max(b for _, b in spans)]
+    out["patterns"] = {n: {k: v for k, v in p.items() if k in ("matches", "matched_events", "timed_out")}
+                       for n, p in per.items()}
     return out
 
 
@@ -152,6 +181,12 @@ def format_summary(s: dict[str, Any]) -> str:
     keys = f" in {_num(m['keys_with_matches'])} key{'s' if m['keys_with_matches'] != 1 else ''} ({key})" \
         if m.get("keys_with_matches") is not None else ""
     lines.append(f"  found     {_num(m['matches'])} matches ({_num(m['matched_events'])} matched events){keys}{to}")
+    if m.get("patterns"):
+        import textwrap
+
+        text = " | ".join(f"{n} {_num(p['matches'])}" for n, p in m["patterns"].items()) + "  (matches per pattern)"
+        lines.extend(textwrap.wrap(text, 110, initial_indent="  patterns  ", subsequent_indent=" " * 12,
+                                   break_on_hyphens=False))
     if m["events_per_stage"]:
         per = m.get("matches_per_stage", {})
         parts = []
@@ -211,7 +246,7 @@ class ScanJob:
     """What ``colcep scan`` runs; see :func:`run_scan`."""
 
     inputs: list[str]
-    pattern: Pattern
+    pattern: Pattern  # the first of ``patterns``
     pattern_name: str
     out: str
     key: str | None = "name"
@@ -231,6 +266,10 @@ class ScanJob:
     overwrite: bool = False
     quiet: bool = False
     picture: bool = True
+    patterns: dict[str, Pattern] | None = None  # several patterns in one pass (output column ``pattern``)
+
+    def named_patterns(self) -> dict[str, Pattern]:
+        return self.patterns or {self.pattern_name: self.pattern}
 
 
 def _input_format(paths: Sequence[str]) -> str:
@@ -307,30 +346,45 @@ def _spec_and_kernels(job: ScanJob, data, seq: str | None):
     """Validate the job against the input's schema and get the kernels ready: ``arrow_spec``
     loads (or compiles) the step kernel, then some 33,000 input rows run through a throw-away
     stream so that every kernel specialisation a scan calls is compiled here, in the step that
-    says so, and not in the middle of the scan (or in every Spark worker)."""
+    says so, and not in the middle of the scan (or in every Spark worker). Returns the task
+    spec, or with several patterns the spec of each by name."""
+    from colcep.file_scan import Streams
     from colcep.spark import ROW_COL, KeyedStream, arrow_spec
 
-    spec = arrow_spec(data.schema, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
-                      **_spec_kwargs(job))
+    specs = {name: arrow_spec(data.schema, p, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
+                              **_spec_kwargs(job)) for name, p in job.named_patterns().items()}
+    spec = next(iter(specs.values()))
     try:
         from colcep.engine import matcher
 
         # more rows than one kernel call takes: a batch split into calls passes its column
         # matrices as slices (another Numba specialisation than a whole small batch)
         rows = 2 * int(getattr(matcher, "CHUNK_ROWS", 1 << 14)) + 1
-        sample = data.head(rows, columns=[c for c in spec.in_schema.names if c != ROW_COL])
+        sample = data.head(rows, columns=_read_columns(specs))
         if seq is None:
             sample = sample.append_column(ROW_COL, pa.array(np.arange(sample.num_rows, dtype=np.int64)))
         sample = sample.drop_null()
         sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
         sample = sample.take(pc.sort_indices(sample, sort_keys=sort))
         for part in (sample, sample.slice(0, 1000)):  # split into kernel calls, and one call
-            stream = KeyedStream(spec)
-            stream.feed(part)
-            stream.finish()
+            for one in specs.values():
+                stream = KeyedStream(one)
+                stream.feed(part)
+                stream.finish()
+            if len(specs) > 1:
+                streams = Streams(specs)
+                streams.feed(part)
+                streams.finish()
     except ColcepError:
         pass  # the scan itself reports what is wrong with the input, with the row
-    return spec
+    return specs if job.patterns else spec
+
+
+def _read_columns(specs: dict) -> list[str]:
+    """The input columns a scan reads: those of every pattern."""
+    from colcep.spark import ROW_COL
+
+    return [c for c in dict.fromkeys(n for sp in specs.values() for n in sp.in_schema.names) if c != ROW_COL]
 
 
 def _spec_kwargs(job: ScanJob) -> dict[str, Any]:
@@ -357,9 +411,12 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
         else:
             rows, engine, secs, hint = _scan_spark(job, fmt, data, seq, tmp, rep)
         res = ds.dataset(str(tmp), format="parquet")
-        wanted = [c for c in ("match_id", job.key, "stage", "timed_out", job.time) if c is not None]
+        wanted = [c for c in (PATTERN_COL, "match_id", job.key, "stage", "timed_out", job.time) if c is not None]
         result = summarize(res.to_table(columns=[c for c in wanted if c in res.schema.names]), job.key, job.top,
                            job.time)
+        if job.patterns:  # every pattern scanned, those without a match too
+            zero = {"matches": 0, "matched_events": 0, **({"timed_out": 0} if job.timeouts else {})}
+            result["patterns"] = {n: result.get("patterns", {}).get(n, zero) for n in job.patterns}
         summary = {
             "pattern": job.pattern_name, "description": job.description,
             "input": ", ".join(job.inputs), "rows": rows, "engine": engine, "out": str(final),
@@ -405,17 +462,19 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
                      rep: Reporter) -> tuple[int, str, dict, str | None]:
     import pyarrow.parquet as pq
 
-    from colcep.file_scan import STAGES, parquet_batches, scan_batches
+    from colcep.file_scan import STAGES, Streams, parquet_batches, scan_batches
     from colcep.spark import DEFAULT_BATCH_ROWS, ROW_COL
 
-    spec, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
+    specs, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
     t0 = time.perf_counter()
-    need = [c for c in spec.in_schema.names if c != ROW_COL]
+    need = _read_columns(specs if isinstance(specs, dict) else {"": specs})
+    spec = next(iter(specs.values())) if isinstance(specs, dict) else specs
     step = int(job.batch_rows or DEFAULT_BATCH_ROWS)
     threads = int(job.cores or os.cpu_count() or 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     out_file = out_dir / "part-00000.parquet"
-    writer = [pq.ParquetWriter(out_file, spec.out_schema)]
+    schema = Streams(specs).schema
+    writer = [pq.ParquetWriter(out_file, schema)]
 
     def batches():
         if fmt == "parquet":
@@ -427,7 +486,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
         rep.done()
         rep.step(f"the input is not in time order per key ({disorder}): reading it whole to order it ...")
         writer[0].close()
-        writer[0] = pq.ParquetWriter(out_file, spec.out_schema)
+        writer[0] = pq.ParquetWriter(out_file, schema)
 
     total = data.count_rows() if fmt == "parquet" else None
     rows = f"{_num(total)} rows of " if total is not None else ""
@@ -437,7 +496,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     meter = lambda r: rep.meter("matching: " + scan_meter_text(r.rows, total, time.perf_counter() - t_scan,  # noqa: E731
                                                                r.matches))
     try:
-        res = scan_batches(spec, batches, lambda: data.to_table(columns=need), lambda t: writer[0].write_table(t), restart, threads, step,
+        res = scan_batches(specs, batches, lambda: data.to_table(columns=need), lambda t: writer[0].write_table(t), restart, threads, step,
                            meter)
     finally:
         writer[0].close()
@@ -553,7 +612,7 @@ def _partitions(job: ScanJob, spark, rows: int | None) -> tuple[int, str]:
 
 def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
                 rep: Reporter) -> tuple[int, str, dict, str | None]:
-    from colcep.spark import ScanMetrics, match, match_parquet
+    from colcep.spark import ScanMetrics, match, match_many, match_parquet
 
     # validate, and load (or compile) the kernels on the driver, timed apart: the workers then load them
     _, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
@@ -577,6 +636,9 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
         if job.direct:
             if fmt != "parquet" or len(job.inputs) != 1:
                 raise InputError("--direct reads one Parquet folder laid out by key (Hive partitions or files)")
+            if job.patterns:
+                raise InputError("--direct scans one pattern; several patterns in one pass run without it "
+                                 "(one shuffle for all of them)")
             rep.step("planning the file groups (Parquet laid out by key) ...")
             out = match_parquet(job.inputs[0], job.pattern, job.key, job.time, job.columns, spark=spark, seq=seq,
                                 timeouts=job.timeouts, num_partitions=parts, metrics=metrics,
@@ -596,8 +658,10 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
                 df = reader.parquet(*[str(p) for p in job.inputs])
             rep.step("checking the key and time columns for nulls (a Spark job) ...")
             with _SparkWatch(spark, metrics, None, rep):
-                out = match(df, job.pattern, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
-                            num_partitions=parts, metrics=metrics, progress=False, **_spec_kwargs(job))
+                opts = dict(seq=seq, timeouts=job.timeouts, num_partitions=parts, metrics=metrics, progress=False,
+                            **_spec_kwargs(job))
+                out = match_many(df, job.patterns, job.key, job.time, job.columns, **opts) if job.patterns else \
+                    match(df, job.pattern, job.key, job.time, job.columns, **opts)
             how = "mapInArrow"
         rep.step(f"matching {_num(total) + ' rows' if total else 'the input'} on Spark {master} "
                  f"({parts} partitions) and writing the matches ...")
@@ -620,6 +684,50 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
 
 
 # ============================================================================ argument parsing
+def _load_patterns(spec: str) -> tuple[dict[str, Pattern], str, dict[str, Any]]:
+    """``--pattern``: one pattern (a built-in name or a Python file), several separated by
+    commas, ``desk`` (twenty tick signals, ``colcep.examples.desk_patterns``) or a JSON file of
+    pattern documents (an object of name -> pattern, or a list). Returns the patterns by name,
+    a description and the defaults they declare (output columns: those of all of them)."""
+    if spec == "desk":
+        from colcep.examples import desk_patterns
+
+        return desk_patterns(), "twenty tick signals: the five benchmark families, four variants each", \
+            {"key": "name", "time": "ts", "columns": ["price", "volume"]}
+    if spec.endswith(".json"):
+        path = Path(spec)
+        if not path.is_file():
+            raise InputError(f"pattern file {spec!r} does not exist")
+        doc = json.loads(path.read_text())
+        items = doc.items() if isinstance(doc, dict) and "stages" not in doc else \
+            enumerate(doc if isinstance(doc, list) else [doc])
+        pats = {}
+        for name, d in items:
+            name = str(name) if isinstance(doc, dict) else (d.get("name") if isinstance(d, dict) else None) or \
+                f"{path.stem}_{name}"
+            pats[name] = Pattern.from_json(d)
+        if not pats:
+            raise InputError(f"{spec} holds no pattern")
+        return pats, f"{len(pats)} patterns from {path.name}", {}
+    parts = [spec] if Path(spec).exists() else [p for p in spec.split(",") if p]
+    loaded = [(p, *_load_pattern(p)) for p in parts]
+    if len(loaded) == 1:
+        name, pat, desc, defaults = loaded[0]
+        return {name: pat}, desc, defaults
+    names = [Path(p).stem if p.endswith(".py") else p for p, *_ in loaded]
+    if len(set(names)) < len(names):
+        raise InputError(f"--pattern names a pattern twice: {spec!r}")
+    defaults: dict[str, Any] = {}
+    for name, (_, _, _, d) in zip(names, loaded):
+        for k in ("key", "time", "seq"):
+            if k in d and defaults.setdefault(k, d[k]) != d[k]:
+                raise InputError(f"the patterns declare different {k} columns ({defaults[k]!r}, then {d[k]!r} for "
+                                 f"{name!r}); give --{k} to scan them together")
+        if d.get("columns") is not None:
+            defaults["columns"] = list(dict.fromkeys([*defaults.get("columns", []), *d["columns"]]))
+    return {n: pat for n, (_, pat, _, _) in zip(names, loaded)}, ", ".join(names), defaults
+
+
 def _load_pattern(spec: str) -> tuple[Pattern, str, dict[str, Any]]:
     """A built-in example name or a Python file defining ``pattern``; returns the pattern,
     a description and the defaults it declares (key, time, seq, columns)."""
@@ -670,7 +778,9 @@ def _parser() -> argparse.ArgumentParser:
                                    "matches as Parquet with a summary and a picture.")
     s.add_argument("inputs", nargs="*", help="Parquet or CSV files or folders")
     s.add_argument("--pattern", required=True, help="a built-in name (see `colcep patterns`) or a .py file "
-                                                    "defining `pattern`")
+                                                    "defining `pattern`; several, separated by commas, or `desk` "
+                                                    "(twenty tick signals), or a .json file of pattern documents, "
+                                                    "run in one pass: the output gets a column `pattern`")
     s.add_argument("--out", required=True, help="output folder for the matches (Parquet); the picture goes "
                                                 "beside it as <out>.png")
     s.add_argument("--overwrite", action="store_true", help="replace --out even when it holds files that are not "
@@ -763,7 +873,7 @@ def _write_ticks_atomic(path: Path, events: int, symbols: int, seed: int, by_key
 
 
 def _cmd_scan(a: argparse.Namespace) -> int:
-    pattern, desc, defaults = _load_pattern(a.pattern)
+    patterns, desc, defaults = _load_patterns(a.pattern)
     inputs = list(a.inputs)
     rep = Reporter(quiet=a.quiet, meter=a.progress)
     if a.events is not None:
@@ -784,7 +894,8 @@ def _cmd_scan(a: argparse.Namespace) -> int:
         raise InputError("give input files or folders, or --events N to scan synthetic ticks")
     key = defaults.get("key", "name") if a.key is None else (a.key or None)
     columns = defaults.get("columns") if a.columns is None else [c for c in a.columns.split(",") if c]
-    job = ScanJob(inputs=inputs, pattern=pattern, pattern_name=a.pattern, out=a.out, key=key,
+    job = ScanJob(inputs=inputs, pattern=next(iter(patterns.values())), pattern_name=a.pattern, out=a.out, key=key,
+                  patterns=patterns if len(patterns) > 1 else None,
                   time=a.time or defaults.get("time", "ts"), seq=a.seq if a.seq is not None else defaults.get("seq"),
                   columns=columns, description=desc, timeouts=a.timeouts, in_process=a.in_process, direct=a.direct,
                   partitions=a.partitions, batch_rows=a.batch_rows, cores=a.cores, progress=a.progress, top=a.top,
@@ -849,6 +960,7 @@ def _cmd_patterns(a: argparse.Namespace) -> int:
     w = max(len(k) for k in EXAMPLES)
     for name, ex in EXAMPLES.items():
         print(f"{name:<{w}}  {ex.description}")
+    print(f"{'desk':<{w}}  twenty tick signals in one pass (P1-P5, four variants each; colcep.examples.desk_patterns)")
     return 0
 
 

@@ -95,11 +95,13 @@ def desk_patterns() -> dict[str, Pattern]:
                                                 / (count(of="ai", field="price") + 1.0)).one_or_more()
                                             .followed_by("b").where(col("volume") < frac * last("volume", of="ai"))
                                             .within(win * 60_000).skip(SkipPastLastEvent()))
-    for vol, win in ((600, 2), (800, 2), (1000, 5), (1200, 10)):  # P4: every rising triple, skip till any
-        out[f"P4_v{vol}_w{win}s"] = (Pattern.begin("a").where(col("volume") > float(vol))
-                                     .followed_by_any("b").where(col("price") > last("price", of="a"))
-                                     .followed_by_any("c").where(col("price") > last("price", of="b"))
-                                     .within(win * 1000))
+    # P4: every rising triple after a big tick, skip till any: its output grows with the cube of the
+    # ticks a key has within the window, so the windows stay short
+    for vol, win in ((600, 2000), (800, 1500), (1000, 1000), (1200, 500)):
+        out[f"P4_v{vol}_w{win}ms"] = (Pattern.begin("a").where(col("volume") > float(vol))
+                                      .followed_by_any("b").where(col("price") > last("price", of="a"))
+                                      .followed_by_any("c").where(col("price") > last("price", of="b"))
+                                      .within(win))
     for vol, level, win in ((800, 1.05, 60), (1000, 1.03, 30), (1200, 1.02, 15), (1500, 1.01, 60)):  # P5
         out[f"P5_v{vol}_l{level}_w{win}m"] = (Pattern.begin("a").where(col("volume") > float(vol))
                                              .followed_by("b").where(col("price") > level * last("price", of="a"))

@@ -13,11 +13,12 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 
+from colcep.engine.many import PATTERN_COL, keys_encoded
 from colcep.engine.ordering import StreamOrder, key_time_order
 from colcep.spark.batch import ROW_COL, KeyedStream, _Spec
 
@@ -48,42 +49,80 @@ class _OutOfOrder(Exception):
     pass
 
 
-def scan_batches(spec: _Spec, batches: Callable[[], Iterable[pa.RecordBatch]],
+class Streams:
+    """One :class:`~colcep.spark.KeyedStream` per pattern (keys may interleave), fed the same
+    batches; with several, each output table carries its pattern's name first (``pattern``) and
+    the key is dictionary-encoded once for all of them."""
+
+    def __init__(self, specs: "_Spec | Mapping[str, _Spec]", threads: int = 1):
+        self.specs = dict(specs) if isinstance(specs, Mapping) else {"": specs}
+        self.named = isinstance(specs, Mapping) and len(self.specs) > 1
+        self.first = next(iter(self.specs.values()))
+        self.streams = {n: KeyedStream(s, grouped=False, threads=threads) for n, s in self.specs.items()}
+        self.schema = self.first.out_schema
+        if self.named:
+            self.schema = pa.schema([pa.field(PATTERN_COL, pa.string(), False), *self.first.out_schema])
+
+    @property
+    def matches(self) -> int:
+        return sum(s.matches for s in self.streams.values())
+
+    def check_nulls(self, tbl: pa.Table) -> None:
+        next(iter(self.streams.values())).check_nulls(tbl)
+
+    def feed(self, tbl: pa.Table) -> list[pa.Table]:
+        if self.named:
+            tbl = keys_encoded(tbl, self.first.key_columns)
+        return [self._name(n, t) for n, s in self.streams.items() for t in s.feed(tbl)]
+
+    def finish(self) -> list[pa.Table]:
+        return [self._name(n, t) for n, s in self.streams.items() for t in s.finish()]
+
+    def _name(self, name: str, t: pa.Table) -> pa.Table:
+        if not self.named:
+            return t
+        return t.add_column(0, self.schema.field(0), pa.repeat(pa.scalar(name, pa.string()), t.num_rows))
+
+
+def scan_batches(specs: "_Spec | Mapping[str, _Spec]", batches: Callable[[], Iterable[pa.RecordBatch]],
                  read_all: Callable[[], pa.Table], write: Callable[[pa.Table], None],
                  restart: Callable[[str], None], threads: int = 1, batch_rows: int = 500_000,
                  progress: Callable[[FileScan], None] | None = None) -> FileScan:
-    """Match ``batches()`` (the input's columns ``spec.in_schema`` has, without the generated
-    row column) on ``threads`` threads, handing each output table to ``write``. At the first row
-    out of (time, seq) order for its key, ``restart(that row in words)`` (the output so far is
-    to be discarded) and the input is read whole (``read_all()``), ordered and matched. ``progress`` is called after each batch."""
+    """Match ``batches()`` (the input's columns ``in_schema`` has, without the generated row
+    column) with one pattern's spec, or several named ones (their output with a ``pattern``
+    column: :attr:`Streams.schema`), on ``threads`` threads, handing each output table to
+    ``write``. At the first row out of (time, seq) order for its key, ``restart(that row in
+    words)`` (the output so far is to be discarded) and the input is read whole
+    (``read_all()``), ordered and matched. ``progress`` is called after each batch."""
     res = FileScan()
     try:
-        _stream(spec, batches(), write, threads, res, progress)
+        _stream(Streams(specs, threads), batches(), write, res, progress)
         return res
     except _OutOfOrder as exc:
         disorder = str(exc)
     restart(disorder)
     res = FileScan(streamed=False, disorder=disorder)
+    streams = Streams(specs, threads)
+    spec = streams.first
     with res.timing("reading"):
         tbl = _with_row_ids(spec, read_all(), 0)
-    stream = KeyedStream(spec, grouped=False, threads=threads)
-    stream.check_nulls(tbl)
+    streams.check_nulls(tbl)
     with res.timing("ordering"):
         perm = key_time_order(tbl, spec.key, spec.time, spec.row)
         if perm is not None:
             tbl = tbl.take(pa.array(perm))
     for off in range(0, tbl.num_rows, batch_rows):
-        _feed(stream, tbl.slice(off, batch_rows), write, res)
+        _feed(streams, tbl.slice(off, batch_rows), write, res)
         if progress is not None:
             progress(res)
-    _finish(stream, write, res)
+    _finish(streams, write, res)
     return res
 
 
-def _stream(spec: _Spec, batches: Iterable[pa.RecordBatch], write: Callable[[pa.Table], None], threads: int,
+def _stream(streams: Streams, batches: Iterable[pa.RecordBatch], write: Callable[[pa.Table], None],
             res: FileScan, progress: Callable[[FileScan], None] | None) -> None:
+    spec = streams.first
     order = StreamOrder(spec.key, spec.time, spec.row)
-    stream = KeyedStream(spec, grouped=False, threads=threads)
     it = iter(batches)
     while True:
         with res.timing("reading"):
@@ -93,15 +132,15 @@ def _stream(spec: _Spec, batches: Iterable[pa.RecordBatch], write: Callable[[pa.
         if b.num_rows == 0:
             continue
         tbl = _with_row_ids(spec, pa.Table.from_batches([b]), res.rows)
-        stream.check_nulls(tbl)
+        streams.check_nulls(tbl)
         with res.timing("ordering"):
             bad = order.check(tbl)
         if bad >= 0:
             raise _OutOfOrder(f"{order.describe(tbl, bad)} comes before an earlier row of its key")
-        _feed(stream, tbl, write, res)
+        _feed(streams, tbl, write, res)
         if progress is not None:
             progress(res)
-    _finish(stream, write, res)
+    _finish(streams, write, res)
 
 
 def _with_row_ids(spec: _Spec, tbl: pa.Table, row0: int) -> pa.Table:
@@ -111,20 +150,20 @@ def _with_row_ids(spec: _Spec, tbl: pa.Table, row0: int) -> pa.Table:
     return tbl.append_column(ROW_COL, pa.array(np.arange(row0, row0 + tbl.num_rows, dtype=np.int64)))
 
 
-def _feed(stream: KeyedStream, tbl: pa.Table, write: Callable[[pa.Table], None], res: FileScan) -> None:
+def _feed(streams: Streams, tbl: pa.Table, write: Callable[[pa.Table], None], res: FileScan) -> None:
     with res.timing("matching"):
-        outs = stream.feed(tbl)
+        outs = streams.feed(tbl)
     res.rows += tbl.num_rows
-    res.matches = stream.matches
+    res.matches = streams.matches
     with res.timing("writing"):
         for t in outs:
             write(t)
 
 
-def _finish(stream: KeyedStream, write: Callable[[pa.Table], None], res: FileScan) -> None:
+def _finish(streams: Streams, write: Callable[[pa.Table], None], res: FileScan) -> None:
     with res.timing("matching"):
-        outs = stream.finish()
-    res.matches = stream.matches
+        outs = streams.finish()
+    res.matches = streams.matches
     with res.timing("writing"):
         for t in outs:
             write(t)
@@ -147,4 +186,4 @@ def parquet_batches(paths: Any, key_columns: list[str], columns: list[str], batc
                         fragment_readahead=1).to_batches()
 
 
-__all__ = ["FileScan", "STAGES", "scan_batches", "parquet_batches"]
+__all__ = ["FileScan", "STAGES", "Streams", "scan_batches", "parquet_batches"]

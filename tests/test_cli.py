@@ -396,3 +396,61 @@ def test_jvm_start_up_noise_is_filtered_and_errors_pass(capfd):
     assert "incubator" not in err and "default log level" not in err
     print("after", file=sys.stderr)  # our own stderr is back where it was
     assert "after" in capfd.readouterr().err
+
+
+def _of(tbl: pa.Table, name: str) -> pa.Table:
+    return tbl.filter(pa.compute.equal(tbl.column("pattern"), name)).drop_columns(["pattern"])
+
+
+def test_scan_several_patterns_in_one_pass(tmp_path, capsys):
+    """``--pattern a,b`` (and ``desk``, and a JSON file): one read of the input, each pattern's
+    matches exactly its own scan's, in one output with a ``pattern`` column."""
+    data = write_ticks(tmp_path / "t.parquet", 12000, 60, seed=4)  # (P4's triples explode on dense keys)
+    t = make_ticks(12000, 60, 4)
+    assert main(["scan", str(data), "--pattern", "p1,paper_query3,p5", "--in-process", "--no-plot",
+                 "--out", str(tmp_path / "m")]) == 0
+    printed = capsys.readouterr().out
+    got = read_out(tmp_path / "m")
+    assert got.column_names == ["pattern", "match_id", "name", "stage", "row", "ts", "price", "volume"]
+    summary = json.loads((tmp_path / "m" / "_summary.json").read_text())
+    total = 0
+    for name in ("p1", "paper_query3", "p5"):
+        want = colcep.match(t, get_example(name).pattern, key="name", time="ts", columns=["ts", "price", "volume"])
+        assert canon(_of(got, name)) == canon(want), name
+        n = len(set(want.column("match_id").to_pylist()))
+        assert summary["result"]["patterns"][name]["matches"] == n
+        total += n
+    assert summary["result"]["matches"] == total > 100
+    assert "patterns  p1 " in printed and f"found     {total:,} matches" in printed
+    # the twenty desk signals
+    assert main(["scan", str(data), "--pattern", "desk", "--in-process", "--no-plot", "--out",
+                 str(tmp_path / "desk")]) == 0
+    desk = read_out(tmp_path / "desk")
+    from colcep.examples import desk_patterns
+
+    pats = desk_patterns()
+    assert set(desk.column("pattern").to_pylist()) <= set(pats) and len(set(desk.column("pattern").to_pylist())) > 10
+    for name in ("P2_v950_d0.998_w2m", "P4_v600_w2000ms", "P5_v1500_l1.01_w60m"):
+        want = colcep.match(t, pats[name], key="name", time="ts", columns=["ts", "price", "volume"])
+        assert canon(_of(desk, name)) == canon(want), name
+    # a JSON file of pattern documents
+    doc = {"up": json.loads(pats["P1_v700_w5s"].to_json()), "level": json.loads(pats["P5_v1500_l1.01_w60m"].to_json())}
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    assert main(["scan", str(data), "--pattern", str(tmp_path / "p.json"), "--in-process", "--no-plot",
+                 "--columns", "price", "--out", str(tmp_path / "js")]) == 0
+    js = read_out(tmp_path / "js")
+    assert set(js.column("pattern").to_pylist()) == {"up", "level"}
+    want = colcep.match(t, pats["P1_v700_w5s"], key="name", time="ts", columns=["ts", "price"])
+    assert canon(_of(js, "up")) == canon(want)
+
+
+def test_scan_several_patterns_errors(tmp_path, capsys):
+    data = write_ticks(tmp_path / "t.parquet", 500, 2)
+    assert main(["scan", str(data), "--pattern", "p1,p1", "--in-process", "--out", str(tmp_path / "m")]) == 2
+    assert "names a pattern twice" in capsys.readouterr().err
+    assert main(["scan", str(data), "--pattern", "p1,nope", "--in-process", "--out", str(tmp_path / "m")]) == 2
+    assert "unknown example pattern 'nope'" in capsys.readouterr().err
+    (tmp_path / "empty.json").write_text("{}")
+    assert main(["scan", str(data), "--pattern", str(tmp_path / "empty.json"), "--in-process", "--out",
+                 str(tmp_path / "m")]) == 2
+    assert "holds no pattern" in capsys.readouterr().err

@@ -536,3 +536,25 @@ def test_spark_match_many_is_each_patterns_own_job(spark, ticks, ticks_df):
         match_many(ticks_df.withColumnRenamed("volume", "pattern"), pats, key="name", time="ts")
     with pytest.raises(InputError, match="non-empty mapping"):
         match_many(ticks_df, {}, key="name", time="ts")
+
+
+@spark_only
+def test_cli_scan_several_patterns_on_spark(spark, tmp_path, capsys):
+    """``colcep scan --pattern a,b`` on Spark: one job (``match_many``), the in-process rows."""
+    import pyarrow.dataset as ds
+
+    from colcep.cli import main
+
+    set_batch(spark, 10_000)
+    base = ["scan", "--events", "8000", "--symbols", "40", "--pattern", "paper_query3,p1,p2", "--no-plot"]
+    assert main(base + ["--out", str(tmp_path / "spark"), "--partitions", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "Spark local[2] (mapInArrow, 3 partitions" in printed and "patterns  " in printed
+    assert main(base + ["--in-process", "--out", str(tmp_path / "local")]) == 0
+    got = ds.dataset(str(tmp_path / "spark"), format="parquet").to_table()
+    want = ds.dataset(str(tmp_path / "local"), format="parquet").to_table()
+    for name in ("paper_query3", "p1", "p2"):
+        of = lambda t: t.filter(pa.compute.equal(t.column("pattern"), name)).drop_columns(["pattern"])  # noqa: E731
+        assert canon(of(got)) == canon(of(want)) and len(canon(of(want))) > 5, name
+    assert main(base + ["--by-key", "--direct", "--out", str(tmp_path / "direct")]) == 2
+    assert "--direct scans one pattern" in capsys.readouterr().err

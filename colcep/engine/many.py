@@ -79,7 +79,7 @@ class ManyMatcher:
         for k in key_names(self.key):
             if k in tbl.column_names and not pa.types.is_dictionary(tbl.schema.field(k).type):
                 self._encoded.setdefault(k, tbl.schema.field(k).type)
-        tbl = _keys_encoded(tbl, key_names(self.key))
+        tbl = keys_encoded(tbl, key_names(self.key))
         if PATTERN_COL in tbl.column_names and any(m.columns is None for m in self.matchers.values()):
             raise InputError(f"the input has a column {PATTERN_COL!r}, which match_many's output uses for the "
                              "pattern's name; rename it or choose the output columns (columns=)")
@@ -134,7 +134,7 @@ class ManyMatcher:
         return sum(m.state_bytes for m in self.matchers.values())
 
 
-def _keys_encoded(tbl: pa.Table, keys: list[str]) -> pa.Table:
+def keys_encoded(tbl: pa.Table, keys: list[str]) -> pa.Table:
     """``tbl`` with its string key columns dictionary-encoded, once for all patterns."""
     for k in keys:
         if k not in tbl.column_names:
