@@ -47,6 +47,7 @@ from colcep import cache
 from colcep.cache import kernels_cold
 from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
+from colcep.summary import Summary, summarize  # noqa: F401 - summarize: shared with examples/
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
 from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
@@ -60,69 +61,6 @@ COMPILE_SECONDS = 120
 
 
 # ============================================================================ helpers shared with examples/
-def summarize(matches: pa.Table, key: str | None, top: int = 10, time: str | None = None) -> dict[str, Any]:
-    """Counts of a match table: matches, matched events, events and matches per stage, matches
-    per key (the ``top`` keys), the time span of the matched events (when ``time`` is a column
-    of the table), and timed-out partial matches when the table has them. The table of several
-    patterns (a ``pattern`` column) gets these per pattern, and the totals."""
-    if PATTERN_COL in matches.column_names:
-        return _summarize_patterns(matches, key, top, time)
-    if "timed_out" in matches.column_names:
-        to = matches.filter(pc.field("timed_out"))
-        matches = matches.filter(~pc.field("timed_out"))
-        timed_out = int(pc.count_distinct(to.column("match_id")).as_py()) if to.num_rows else 0
-    else:
-        timed_out = None
-    ids = matches.column("match_id")
-    out: dict[str, Any] = {"matches": int(pc.count_distinct(ids).as_py()) if matches.num_rows else 0,
-                           "matched_events": matches.num_rows}
-    if timed_out is not None:
-        out["timed_out"] = timed_out
-    if matches.num_rows:
-        st = matches.group_by("stage", use_threads=False).aggregate([("stage", "count"),
-                                                                     ("match_id", "count_distinct")]).to_pydict()
-        out["events_per_stage"] = dict(zip(st["stage"], st["stage_count"]))
-        out["matches_per_stage"] = dict(zip(st["stage"], st["match_id_count_distinct"]))
-    else:
-        out["events_per_stage"] = {}
-        out["matches_per_stage"] = {}
-    if key is not None and key in matches.column_names and matches.num_rows:
-        per = matches.group_by(key).aggregate([("match_id", "count_distinct")])
-        per = per.sort_by([("match_id_count_distinct", "descending"), (key, "ascending")])
-        d = per.slice(0, top).to_pydict()
-        out["keys_with_matches"] = per.num_rows
-        out["top_keys"] = {str(k): int(v) for k, v in zip(d[key], d["match_id_count_distinct"])}
-    if time is not None and time in matches.column_names and matches.num_rows:
-        mm = pc.min_max(matches.column(time))
-        out["time_span"] = [mm["min"].as_py(), mm["max"].as_py()]
-    return out
-
-
-def _summarize_patterns(matches: pa.Table, key: str | None, top: int, time: str | None) -> dict[str, Any]:
-    names = sorted(set(pc.unique(matches.column(PATTERN_COL)).to_pylist()))
-    per = {n: summarize(matches.filter(pc.equal(matches.column(PATTERN_COL), n)).drop_columns([PATTERN_COL]),
-                        key, top, time) for n in names}
-    out: dict[str, Any] = {"matches": sum(p["matches"] for p in per.values()),
-                           "matched_events": sum(p["matched_events"] for p in per.values())}
-    if "timed_out" in matches.column_names:
-        out["timed_out"] = sum(p.get("timed_out", 0) for p in per.values())
-    out["events_per_stage"], out["matches_per_stage"] = {}, {}
-    if key is not None and key in matches.column_names and matches.num_rows:
-        done = matches.filter(~pc.field("timed_out")) if "timed_out" in matches.column_names else matches
-        one = done.group_by([key, PATTERN_COL, "match_id"], use_threads=False).aggregate([])
-        keys = one.group_by(key).aggregate([(key, "count")]).sort_by([(f"{key}_count", "descending"),
-                                                                        (key, "ascending")])
-        d = keys.slice(0, top).to_pydict()
-        out["keys_with_matches"] = keys.num_rows
-        out["top_keys"] = {str(k): int(v) for k, v in zip(d[key], d[f"{key}_count"])}
-    spans = [p["time_span"] for p in per.values() if p.get("time_span")]
-    if spans:
-        out["time_span"] = [min(a for a, _ in spans), max(b for _, b in spans)]
-    out["patterns"] = {n: {k: v for k, v in p.items() if k in ("matches", "matched_events", "timed_out")}
-                       for n, p in per.items()}
-    return out
-
-
 def format_matches(matches: pa.Table, key: str | None, limit: int = 5) -> str:
     """The first ``limit`` matches, one line each: key, then per stage its rows and values."""
     if matches.num_rows == 0:
@@ -406,14 +344,18 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
         job.columns = [job.time, *job.columns]  # every matched event's time: the summary's span, the picture
     final, tmp = _prepare_out(job.out, job.overwrite)
     try:
-        if job.in_process:
-            rows, engine, secs, hint = _scan_in_process(job, data, fmt, seq, tmp, rep)
+        if job.in_process:  # (summarised as it writes)
+            rows, engine, secs, hint, counted = _scan_in_process(job, data, fmt, seq, tmp, rep)
         else:
             rows, engine, secs, hint = _scan_spark(job, fmt, data, seq, tmp, rep)
         res = ds.dataset(str(tmp), format="parquet")
-        wanted = [c for c in (PATTERN_COL, "match_id", job.key, "stage", "timed_out", job.time) if c is not None]
-        result = summarize(res.to_table(columns=[c for c in wanted if c in res.schema.names]), job.key, job.top,
-                           job.time)
+        if not job.in_process:
+            wanted = [c for c in (PATTERN_COL, "match_id", job.key, "stage", "timed_out", job.time)
+                      if c is not None and c in res.schema.names]
+            counted = Summary(job.key, job.top, job.time)
+            for b in res.to_batches(columns=wanted):  # batch by batch: memory follows the keys, not the output
+                counted.add(b)
+        result = counted.result()
         if job.patterns:  # every pattern scanned, those without a match too
             zero = {"matches": 0, "matched_events": 0, **({"timed_out": 0} if job.timeouts else {})}
             result["patterns"] = {n: result.get("patterns", {}).get(n, zero) for n in job.patterns}
@@ -475,6 +417,11 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     out_file = out_dir / "part-00000.parquet"
     schema = Streams(specs).schema
     writer = [pq.ParquetWriter(out_file, schema)]
+    counted = [Summary(job.key, job.top, job.time)]
+
+    def write(t: pa.Table) -> None:
+        writer[0].write_table(t)
+        counted[0].add(t)
 
     def batches():
         if fmt == "parquet":
@@ -487,6 +434,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
         rep.step(f"the input is not in time order per key ({disorder}): reading it whole to order it ...")
         writer[0].close()
         writer[0] = pq.ParquetWriter(out_file, schema)
+        counted[0] = Summary(job.key, job.top, job.time)
 
     total = data.count_rows() if fmt == "parquet" else None
     rows = f"{_num(total)} rows of " if total is not None else ""
@@ -496,8 +444,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     meter = lambda r: rep.meter("matching: " + scan_meter_text(r.rows, total, time.perf_counter() - t_scan,  # noqa: E731
                                                                r.matches))
     try:
-        res = scan_batches(specs, batches, lambda: data.to_table(columns=need), lambda t: writer[0].write_table(t), restart, threads, step,
-                           meter)
+        res = scan_batches(specs, batches, lambda: data.to_table(columns=need), write, restart, threads, step, meter)
     finally:
         writer[0].close()
         rep.done()
@@ -506,7 +453,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     secs = {"kernels": t_kernels, "scan": time.perf_counter() - t0}
     secs.update({s: res.seconds[s] for s in STAGES})
     how = "streamed" if res.streamed else "read whole and ordered"
-    return res.rows, f"in-process ({how}, batches of {_num(step)} rows, {threads} threads)", secs, None
+    return res.rows, f"in-process ({how}, batches of {_num(step)} rows, {threads} threads)", secs, None, counted[0]
 
 
 def _spark_session(job: ScanJob, rep: Reporter):

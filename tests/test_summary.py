@@ -1,0 +1,82 @@
+"""The scan summary counted as the output goes by (``colcep.summary``), against counts made
+over the whole table with Arrow's distinct counts."""
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import colcep as cc
+from colcep.examples import BENCHMARK_PATTERNS, get_example
+from colcep.summary import Summary, summarize
+from colcep.ticks import make_ticks
+
+
+def reference(m: pa.Table, key: str, top: int, time: str) -> dict:
+    """The counts over the whole table: distinct match ids, groups by stage and key."""
+    out: dict = {}
+    if "timed_out" in m.column_names:
+        to = m.filter(pc.field("timed_out"))
+        m = m.filter(~pc.field("timed_out"))
+    else:
+        to = None
+    out["matches"] = len(set(m.column("match_id").to_pylist()))
+    out["matched_events"] = m.num_rows
+    if to is not None:
+        out["timed_out"] = len(set(to.column("match_id").to_pylist()))
+    d = m.to_pydict()
+    out["events_per_stage"] = dict(Counter(d["stage"]))
+    out["matches_per_stage"] = dict(Counter(s for s, _ in {(s, i) for s, i in zip(d["stage"], d["match_id"])}))
+    per_key = Counter(k for k, _ in {(k, i) for k, i in zip(d[key], d["match_id"])})
+    if per_key:
+        ranked = sorted(per_key.items(), key=lambda kv: (-kv[1], kv[0]))
+        out["keys_with_matches"] = len(ranked)
+        out["top_keys"] = {str(k): v for k, v in ranked[:top]}
+    if d[time]:
+        out["time_span"] = [min(d[time]), max(d[time])]
+    return out
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1000, 10**9])
+def test_summary_in_batches_equals_the_whole_table(batch):
+    t = make_ticks(20_000, 30, 6)
+    out = cc.match(t, get_example("paper_query3").pattern, key="name", time="ts", columns=["ts"], timeouts=True)
+    want = reference(out, "name", 5, "ts")
+    assert want["matches"] > 50 and want["timed_out"] > 10
+    s = Summary("name", 5, "ts")
+    for i in range(0, out.num_rows, batch):
+        s.add(out.slice(i, batch))
+    got = s.result()
+    assert got == want and list(got) == list(want)
+    assert summarize(out, "name", 5, "ts") == want
+
+
+def test_summary_of_several_patterns():
+    t = make_ticks(20_000, 30, 6)
+    pats = {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"], "p5": BENCHMARK_PATTERNS["P5"]}
+    out = cc.match_many(t, pats, key="name", time="ts", columns=["ts"])
+    s = Summary("name", 4, "ts")
+    for b in out.to_batches(max_chunksize=333):
+        s.add(b)
+    got = s.result()
+    per = {n: reference(out.filter(pc.equal(out.column("pattern"), n)).drop_columns(["pattern"]), "name", 4, "ts")
+           for n in pats}
+    assert got["patterns"] == {n: {"matches": p["matches"], "matched_events": p["matched_events"]}
+                               for n, p in per.items() if p["matched_events"]}
+    assert got["matches"] == sum(p["matches"] for p in per.values()) > 100
+    assert got["matched_events"] == out.num_rows
+    # matches per key over all patterns: (pattern, match id) pairs
+    d = out.to_pydict()
+    per_key = Counter(k for k, _, _ in {(k, p, i) for k, p, i in zip(d["name"], d["pattern"], d["match_id"])})
+    ranked = sorted(per_key.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert got["keys_with_matches"] == len(ranked) and got["top_keys"] == dict(ranked[:4])
+    assert got["time_span"] == [min(d["ts"]), max(d["ts"])]
+    assert got["events_per_stage"] == {} and got["matches_per_stage"] == {}
+
+
+def test_summary_of_nothing():
+    empty = cc.match(make_ticks(10, 2, 1), BENCHMARK_PATTERNS["P1"], key="name", time="ts", columns=["ts"])
+    assert empty.num_rows == 0
+    assert summarize(empty, "name", time="ts") == {"matches": 0, "matched_events": 0, "events_per_stage": {},
+                                                   "matches_per_stage": {}}
+    assert Summary("name").result()["matches"] == 0
