@@ -78,6 +78,22 @@ def first_out_of_order(codes, ts, last_ts):
 
 
 @njit(cache=True, nogil=True)
+def first_seen(idx, n_values):
+    """``(rank, seen)`` of dictionary indices ``idx`` (int64): ``rank[v]`` is the order in which
+    value ``v`` first appears (-1: never), ``seen`` the values in that order."""
+    rank = np.full(n_values, -1, np.int64)
+    seen = np.empty(n_values, np.int64)
+    m = 0
+    for i in range(idx.shape[0]):
+        v = idx[i]
+        if rank[v] < 0:
+            rank[v] = m
+            seen[m] = v
+            m += 1
+    return rank, seen[:m]
+
+
+@njit(cache=True, nogil=True)
 def first_out_of_order_by(codes, ts, seq, last_ts, last_seq):
     """``first_out_of_order`` by (time, seq): the first row that comes before its key's previous
     row in that order, or -1 (then ``last_ts`` / ``last_seq`` hold each key's last row so far)."""

@@ -286,3 +286,33 @@ def test_keys_snapshot_keeps_rows_of_keys_not_fed_yet():
         whole = m.close()
         assert canon(whole.filter(pa.array([pick(r) == k for r in whole.to_pylist()])), key if key == KEY else
                      ["sym"]) == canon(rest, key if key == KEY else ["sym"])
+
+
+def test_dictionary_key_numbered_as_its_string_values():
+    """A dictionary-encoded key (as Parquet gives it) whose dictionary lists its values in
+    another order, some of them absent from the batch: the keys are numbered in first-seen
+    order and only those present are seen, so the output is the same table as with strings
+    (rows, order, match ids), in processing and in event time."""
+    import numpy as np
+
+    from colcep.examples import BENCHMARK_PATTERNS
+    from colcep.ticks import make_ticks
+
+    t = make_ticks(4000, 6, 3)
+    words = ["ZZZ", "S0005", "unused", "S0003", "S0001", "S0000", "S0004", "S0002", "also unused"]
+    for ooo in (None, 15):
+        outs = []
+        for as_dict in (False, True):
+            m = cc.Matcher(BENCHMARK_PATTERNS["P2"], key="name", time="ts", columns=["price"], out_of_orderness=ooo)
+            parts = []
+            for lo in range(0, 4000, 700):
+                b = t.slice(lo, 700)
+                if as_dict:
+                    idx = pa.array(np.array([words.index(v) for v in b.column("name").to_pylist()], np.int32))
+                    b = b.set_column(1, "name", pa.DictionaryArray.from_arrays(idx, pa.array(words)))
+                parts.append(m.process(b))
+            outs.append((pa.concat_tables(parts + [m.close()]), m.keys))
+        (plain, keys), (coded, keys_d) = outs
+        assert keys_d == keys and "unused" not in keys_d
+        coded = coded.set_column(1, "name", coded.column("name").cast(pa.string()))
+        assert coded.equals(plain) and plain.num_rows > 100

@@ -130,3 +130,29 @@ def test_state_and_counts_add_up():
     assert _of(out, "P5").equals(cc.match(t, pats["P5"], key="name", time="ts", columns=[]))
     with pytest.raises(InputError, match="closed"):
         mm.process(t.slice(0, 1))
+
+
+def test_event_time_and_late_rows_as_each_pattern_alone():
+    t = make_ticks(6000, 8, 9)
+    rng = np.random.default_rng(2)
+    jitter = t.set_column(2, "ts", pa.array(np.maximum(0, t.column("ts").to_numpy() + rng.integers(-40, 40, 6000))))
+    pats = {"p1": BENCHMARK_PATTERNS["P1"], "p2": BENCHMARK_PATTERNS["P2"]}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=["price"], out_of_orderness=20)
+    alone = {n: cc.Matcher(p, key="name", time="ts", columns=["price"], out_of_orderness=20) for n, p in pats.items()}
+    outs, want = [], {n: [] for n in pats}
+    late_rows = 0
+    for lo in range(0, 6000, 500):
+        b = jitter.slice(lo, 500)
+        outs.append(mm.process(b, watermark=int(b.column("ts").to_numpy().max()) - 30 if lo % 1000 else None))
+        for n, m in alone.items():
+            want[n].append(m.process(b, watermark=int(b.column("ts").to_numpy().max()) - 30 if lo % 1000 else None))
+        late = mm.pop_late()
+        mine = alone["p1"].pop_late()
+        alone["p2"].pop_late()
+        assert (late is None) == (mine is None) and (late is None or late.equals(mine))
+        late_rows += 0 if late is None else late.num_rows
+        assert mm.watermark == alone["p1"].watermark
+    out = pa.concat_tables(outs + [mm.close()])
+    for n, m in alone.items():
+        assert _of(out, n).equals(pa.concat_tables(want[n] + [m.close()])), n
+    assert late_rows > 0 and out.num_rows > 0

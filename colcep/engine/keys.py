@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.errors import InputError
+from colcep.kernels import arrays as karr
 
 
 def key_names(key: Any, time: str | None = None) -> list[str]:
@@ -91,8 +92,15 @@ class KeyCodes:
     def local(self, tbl: pa.Table) -> tuple[np.ndarray, list]:
         """The batch's own dense codes (first-seen order) and the key value of each code."""
         if not self.composite:
-            enc = _encoded(tbl.column(self.names[0]))
-            return enc.indices.to_numpy(zero_copy_only=False), enc.dictionary.to_pylist()
+            col = tbl.column(self.names[0])
+            enc = _encoded(col)
+            idx = enc.indices.to_numpy(zero_copy_only=False)
+            if not pa.types.is_dictionary(col.type):
+                return idx, enc.dictionary.to_pylist()  # Arrow numbered them in first-seen order
+            # a dictionary column as given (e.g. read from Parquet) lists its values in its own order,
+            # some perhaps not in this batch: the batch's keys in first-seen order, as for any column
+            rank, seen = karr.first_seen(np.asarray(idx, np.int64), len(enc.dictionary))
+            return rank[idx], enc.dictionary.take(pa.array(seen)).to_pylist()
         codes = None
         for name in self.names:
             enc = _encoded(tbl.column(name))

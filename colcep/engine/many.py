@@ -107,14 +107,29 @@ class ManyMatcher:
             m._state.commit()
         return pa.concat_tables(outs, promote_options="permissive")
 
-    def _named(self, name: str, out: pa.Table) -> pa.Table:
-        for k in key_names(self.key):  # the key as the input has it, not as encoded for the patterns
+    def _decoded(self, out: pa.Table) -> pa.Table:
+        """``out`` with the key as the input has it, not as encoded for the patterns."""
+        for k in key_names(self.key):
             if k in out.column_names and pa.types.is_dictionary(out.schema.field(k).type) and k in self._encoded:
                 f = out.schema.field(k)
                 out = out.set_column(out.schema.get_field_index(k), f.with_type(self._encoded[k]),
                                      out.column(k).cast(self._encoded[k]))
+        return out
+
+    def _named(self, name: str, out: pa.Table) -> pa.Table:
+        out = self._decoded(out)
         col = pa.repeat(self._names[name], out.num_rows)
         return out.add_column(0, pa.field(PATTERN_COL, pa.string(), False), col)
+
+    def pop_late(self) -> pa.Table | None:
+        """The late rows received since the last call (event time; the same rows for every
+        pattern, since they share the watermark), or None."""
+        late = [m.pop_late() for m in self.matchers.values()][0]
+        return None if late is None else self._decoded(late)
+
+    @property
+    def watermark(self) -> int | None:
+        return next(iter(self.matchers.values())).watermark
 
     @property
     def live_partial_matches(self) -> int:
