@@ -289,9 +289,17 @@ def test_match_parquet_direct(spark, tmp_path):
     for i, (a, b) in enumerate([("S0000", "S0001"), ("S0002", "S0003"), ("S0004", "S0005")]):
         idx = [j for j, n in enumerate(names) if n in (a, b)]
         pq.write_table(srt.take(pa.array(idx)), flat / f"part-{i}.parquet")
+    # the same files with their rows in arrival order (keys interleaved): ordered per key as read
+    mixed_order = tmp_path / "flat_arrival"
+    mixed_order.mkdir()
+    arrival = ticks.column("name").to_pylist()
+    for i, (a, b) in enumerate([("S0000", "S0001"), ("S0002", "S0003"), ("S0004", "S0005")]):
+        idx = [j for j, n in enumerate(arrival) if n in (a, b)]
+        pq.write_table(ticks.take(pa.array(idx)), mixed_order / f"part-{i}.parquet")
     pattern = get_example("three_rising").pattern
     want = colcep.match(ticks, pattern, key="name", time="ts", columns=["price"])
-    for path, parts in ((tmp_path / "hive", 4), (flat, 2), (tmp_path / "hive", 9), (tmp_path / "ranges", 3)):
+    for path, parts in ((tmp_path / "hive", 4), (flat, 2), (tmp_path / "hive", 9), (tmp_path / "ranges", 3),
+                        (mixed_order, 2)):
         got = match_parquet(str(path), pattern, "name", "ts", ["price"], spark=spark, seq="id",
                             num_partitions=parts, batch_rows=700).toArrow()
         assert canon(got) == canon(want) and len(canon(want)) > 20, path

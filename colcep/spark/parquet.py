@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from colcep.cache import kernel_compiles
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
+from colcep.engine.ordering import key_time_order
 from colcep.errors import InputError
 from colcep.engine.keys import key_names
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -170,11 +171,15 @@ def _read_group(plan: _ParquetPlan, gid: int) -> pa.Table:
                                 pa.array([g.key_value], plan.key_type).take(pa.array(np.zeros(n, np.int32))))
     if plan.row_generated:
         tbl = tbl.append_column(ROW_COL, pa.array((np.int64(gid) << ID_BITS) + np.arange(n, dtype=np.int64)))
-    sort = [(spec.time, "ascending"), (spec.row, "ascending")]
-    if spec.key is not None and not g.from_partition:
-        sort.insert(0, (spec.key, "ascending"))
-    if n > 1 and not _is_sorted(tbl, [c for c, _ in sort]):
-        tbl = tbl.take(pc.sort_indices(tbl, sort_keys=sort))
+    sort = [spec.time, spec.row]
+    key = spec.key if spec.key is not None and not g.from_partition else None
+    if key is not None:
+        sort.insert(0, key)
+    if n > 1 and not _is_sorted(tbl, sort):
+        # each key's rows together, in (time, row) order: linear in the rows (no sort over the key's values)
+        order = key_time_order(tbl, key, spec.time, spec.row)
+        if order is not None:
+            tbl = tbl.take(pa.array(order))
     return tbl
 
 
