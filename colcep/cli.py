@@ -47,7 +47,7 @@ from colcep import cache
 from colcep.cache import kernels_cold
 from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
-from colcep.summary import Summary, summarize  # noqa: F401 - summarize: shared with examples/
+from colcep.summary import Summary
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
 from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
@@ -405,7 +405,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     import pyarrow.parquet as pq
 
     from colcep.file_scan import STAGES, Streams, parquet_batches, scan_batches
-    from colcep.spark import DEFAULT_BATCH_ROWS, ROW_COL
+    from colcep.spark import DEFAULT_BATCH_ROWS
 
     specs, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
     t0 = time.perf_counter()

@@ -12,7 +12,8 @@ from typing import Sequence
 import pyarrow as pa
 
 import colcep
-from colcep.cli import format_matches, summarize
+from colcep.cli import format_matches
+from colcep.summary import summarize
 from colcep.ticks import make_ticks
 
 

@@ -11,7 +11,8 @@ import pyarrow.dataset as ds
 import pytest
 
 import colcep
-from colcep.cli import main, summarize
+from colcep.cli import main
+from colcep.summary import summarize
 from colcep.examples import get_example
 from colcep.ticks import make_ticks, write_ticks
 

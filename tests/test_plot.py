@@ -10,7 +10,8 @@ import pytest
 from matplotlib.collections import LineCollection, PathCollection
 
 import colcep
-from colcep.cli import main, summarize
+from colcep.cli import main
+from colcep.summary import summarize
 from colcep.examples import get_example
 from colcep.plot import plot_key, plot_overview, plot_scan
 from colcep.ticks import make_ticks, write_ticks

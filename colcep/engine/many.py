@@ -13,10 +13,10 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colcep.engine import shards as shd
 from colcep.engine.inputs import as_table
 from colcep.engine.keys import key_names, normalize_key
-from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all
+from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all,
+                                   scan_input)
 from colcep.engine.specialise import DEFAULT_TIER
 from colcep.errors import InputError
 from colcep.pattern import with_key
@@ -170,19 +170,11 @@ def match_many(data: Any, patterns: Mapping[str, Any], key: "str | Sequence[str]
     pattern's own (as ``colcep.match(data, patterns[name], ...)`` gives it: match ids, rows,
     columns) with the pattern's name in a first column ``pattern``. ``patterns``: a mapping of
     names to patterns. A table is put in time order per key once for all of them."""
-    from colcep.engine.matcher import _total_rows  # the same rules as match()
-
-    threads = shd.resolve_threads(threads)
-    is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
-        type(data).__module__.startswith("pandas")
-    if is_table:
-        data = as_table(data)
-        if data.num_rows < shd.PARALLEL_MIN_ROWS:
-            threads = 1
+    data, is_table, threads, total = scan_input(data, threads)  # the same rules as match()
     mm = ManyMatcher(patterns, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
                      max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads,
                      tier=tier)
-    meter = scan_progress(progress, "colcep.match_many", data.num_rows if is_table else _total_rows(data))
+    meter = scan_progress(progress, "colcep.match_many", total)
     if meter is not None:
         for m in mm.matchers.values():
             m.on_progress = lambda rows, _n: meter.update(rows, mm.matches_emitted)

@@ -768,21 +768,28 @@ def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str
     last line when the scan ends or is interrupted. None (default): on when stderr is a
     terminal or this is a notebook; True: always; False: never. The output is the same."""
     pattern, key = with_key(pattern, key)
-    threads = shd.resolve_threads(threads)
-    is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
-        type(data).__module__.startswith("pandas")
-    if is_table:
-        data = as_table(data)
-        if data.num_rows < shd.PARALLEL_MIN_ROWS:
-            threads = 1
+    data, is_table, threads, total = scan_input(data, threads)
     m = Matcher(pattern, key=key, time=time, columns=columns, timeouts=timeouts, time_unit=time_unit,
                 max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads,
                 tier=tier)
-    meter = scan_progress(progress, "colcep.match", data.num_rows if is_table else _total_rows(data))
+    meter = scan_progress(progress, "colcep.match", total)
     if meter is not None:
         m.on_progress = meter.update
     with scanning(meter, lambda: (m.rows_received, m.matches_emitted)):
         return match_all(m, data, is_table, time, key, meter)
+
+
+def scan_input(data: Any, threads: int | None) -> tuple[Any, bool, int, int | None]:
+    """``(data, is_table, threads, rows)``: a one-shot scan's input as it is taken (a table
+    normalised to Arrow, or an iterable of batches), the threads to use (one for a table below
+    ``PARALLEL_MIN_ROWS`` rows) and its rows when known."""
+    threads = shd.resolve_threads(threads)
+    is_table = isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_arrow") or \
+        type(data).__module__.startswith("pandas")
+    if not is_table:
+        return data, False, threads, _total_rows(data)
+    data = as_table(data)
+    return data, True, 1 if data.num_rows < shd.PARALLEL_MIN_ROWS else threads, data.num_rows
 
 
 def match_all(m: Any, data: Any, is_table: bool, time: str, key: Any, meter: Any = None) -> pa.Table:
