@@ -156,3 +156,13 @@ def test_event_time_and_late_rows_as_each_pattern_alone():
     for n, m in alone.items():
         assert _of(out, n).equals(pa.concat_tables(want[n] + [m.close()])), n
     assert late_rows > 0 and out.num_rows > 0
+
+
+def test_close_before_any_batch_is_typed_with_a_schema():
+    t = make_ticks(50, 2, 1)
+    pats = {"a": BENCHMARK_PATTERNS["P1"], "b": BENCHMARK_PATTERNS["P2"]}
+    out = cc.ManyMatcher(pats, key="name", time="ts", columns=["price"], schema=t.schema).close()
+    assert out.num_rows == 0
+    assert out.schema.names == ["pattern", "match_id", "name", "stage", "row", "price"]
+    assert out.schema.field("name").type == pa.string() and out.schema.field("price").type == pa.float64()
+    assert cc.match_many(t.slice(0, 0), pats, key="name", time="ts", columns=["price"]).schema.equals(out.schema)

@@ -44,13 +44,14 @@ class ManyMatcher:
     names are strings. The other arguments are :class:`~colcep.Matcher`'s, the same for every
     pattern. ``process`` and ``close`` return every pattern's output with its name in the column
     ``pattern`` (a string). A call that raises leaves every pattern's state as it was before it.
+    Snapshots are per pattern: ``matchers[name].snapshot()`` (and ``Matcher.restore``).
     """
 
     def __init__(self, patterns: Mapping[str, Any], key: "str | Sequence[str] | None" = None, time: str = "ts",
                  columns: Sequence[str] | None = None, timeouts: bool = False, time_unit: str | None = None,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, out_of_orderness: Any = None,
-                 threads: int | None = 1, tier: str = DEFAULT_TIER):
+                 threads: int | None = 1, tier: str = DEFAULT_TIER, schema: pa.Schema | None = None):
         if not isinstance(patterns, Mapping) or not patterns:
             raise InputError("match_many takes a non-empty mapping of pattern names to patterns, e.g. "
                              "{'spike': p1, 'breakout': p2}")
@@ -66,7 +67,7 @@ class ManyMatcher:
             name: Matcher(with_key(p, key)[0], key=self.key, time=time, columns=columns, timeouts=timeouts,
                           time_unit=time_unit, max_partial_matches=max_partial_matches,
                           max_state_bytes=max_state_bytes, out_of_orderness=out_of_orderness, threads=threads,
-                          tier=tier)
+                          tier=tier, schema=schema)
             for name, p in patterns.items()}
         for m in self.matchers.values():
             m._guarded = False  # this object rolls every pattern back when one call fails
