@@ -47,7 +47,7 @@ from colcep import cache
 from colcep.cache import kernels_cold
 from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
-from colcep.summary import Summary
+from colcep.summary import Summary, unique_match_ids
 from colcep.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
 from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
@@ -65,6 +65,7 @@ def format_matches(matches: pa.Table, key: str | None, limit: int = 5) -> str:
     """The first ``limit`` matches, one line each: key, then per stage its rows and values."""
     if matches.num_rows == 0:
         return "(no matches)"
+    matches = unique_match_ids(matches)
     ids = matches.column("match_id").to_numpy()
     first_ids = list(dict.fromkeys(ids[: max(1, limit) * 64].tolist()))[:limit]
     sub = matches.filter(pc.is_in(matches.column("match_id"), pa.array(first_ids, pa.int64()))).to_pylist()
@@ -286,11 +287,15 @@ def _spec_and_kernels(job: ScanJob, data, seq: str | None):
     stream so that every kernel specialisation a scan calls is compiled here, in the step that
     says so, and not in the middle of the scan (or in every Spark worker). Returns the task
     spec, or with several patterns the spec of each by name."""
+    from colcep.engine.ordering import StreamOrder, key_time_order
     from colcep.file_scan import Streams
     from colcep.spark import ROW_COL, KeyedStream, arrow_spec
 
     specs = {name: arrow_spec(data.schema, p, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
                               **_spec_kwargs(job)) for name, p in job.named_patterns().items()}
+    if job.patterns and PATTERN_COL in next(iter(specs.values())).columns:
+        raise InputError(f"the output column {PATTERN_COL!r} names each row's pattern; rename the input's "
+                         f"{PATTERN_COL!r} column or leave it out of --columns")
     spec = next(iter(specs.values()))
     try:
         from colcep.engine import matcher
@@ -304,6 +309,8 @@ def _spec_and_kernels(job: ScanJob, data, seq: str | None):
         sample = sample.drop_null()
         sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
         sample = sample.take(pc.sort_indices(sample, sort_keys=sort))
+        StreamOrder(spec.key, spec.time, spec.row).check(sample)  # the order check's and the order's kernels
+        key_time_order(sample, spec.key, spec.time, spec.row)
         for part in (sample, sample.slice(0, 1000)):  # split into kernel calls, and one call
             for one in specs.values():
                 stream = KeyedStream(one)
@@ -352,7 +359,7 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
         if not job.in_process:
             wanted = [c for c in (PATTERN_COL, "match_id", job.key, "stage", "timed_out", job.time)
                       if c is not None and c in res.schema.names]
-            counted = Summary(job.key, job.top, job.time)
+            counted = Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)
             for b in res.to_batches(columns=wanted):  # batch by batch: memory follows the keys, not the output
                 counted.add(b)
         result = counted.result()
@@ -417,7 +424,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     out_file = out_dir / "part-00000.parquet"
     schema = Streams(specs).schema
     writer = [pq.ParquetWriter(out_file, schema)]
-    counted = [Summary(job.key, job.top, job.time)]
+    counted = [Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)]
 
     def write(t: pa.Table) -> None:
         writer[0].write_table(t)
@@ -434,7 +441,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
         rep.step(f"the input is not in time order per key ({disorder}): reading it whole to order it ...")
         writer[0].close()
         writer[0] = pq.ParquetWriter(out_file, schema)
-        counted[0] = Summary(job.key, job.top, job.time)
+        counted[0] = Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)
 
     total = data.count_rows() if fmt == "parquet" else None
     rows = f"{_num(total)} rows of " if total is not None else ""
@@ -634,7 +641,8 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
 def _load_patterns(spec: str) -> tuple[dict[str, Pattern], str, dict[str, Any]]:
     """``--pattern``: one pattern (a built-in name or a Python file), several separated by
     commas, ``desk`` (twenty tick signals, ``colcep.examples.desk_patterns``) or a JSON file of
-    pattern documents (an object of name -> pattern, or a list). Returns the patterns by name,
+    pattern documents (an object of name -> pattern, or a list of them, each named by a ``"name"``
+    beside its fields, else by the file and its place). Returns the patterns by name,
     a description and the defaults they declare (output columns: those of all of them)."""
     if spec == "desk":
         from colcep.examples import desk_patterns
@@ -646,13 +654,17 @@ def _load_patterns(spec: str) -> tuple[dict[str, Pattern], str, dict[str, Any]]:
         if not path.is_file():
             raise InputError(f"pattern file {spec!r} does not exist")
         doc = json.loads(path.read_text())
-        items = doc.items() if isinstance(doc, dict) and "stages" not in doc else \
-            enumerate(doc if isinstance(doc, list) else [doc])
+        if isinstance(doc, dict) and "stages" not in doc:  # name -> pattern document
+            items = [(str(n), d) for n, d in doc.items()]
+        else:  # a list of documents, or one: named by their "name", else by the file and their place
+            docs = doc if isinstance(doc, list) else [doc]
+            items = [((d.get("name") if isinstance(d, dict) else None) or
+                      (path.stem if len(docs) == 1 else f"{path.stem}_{i}"), d) for i, d in enumerate(docs)]
         pats = {}
         for name, d in items:
-            name = str(name) if isinstance(doc, dict) else (d.get("name") if isinstance(d, dict) else None) or \
-                f"{path.stem}_{name}"
-            pats[name] = Pattern.from_json(d)
+            if name in pats:
+                raise InputError(f"{spec} names the pattern {name!r} twice")
+            pats[name] = Pattern.from_json({k: v for k, v in d.items() if k != "name"} if isinstance(d, dict) else d)
         if not pats:
             raise InputError(f"{spec} holds no pattern")
         return pats, f"{len(pats)} patterns from {path.name}", {}

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.engine.matcher import as_table
+from colcep.summary import unique_match_ids
 
 __all__ = ["plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
 
@@ -44,10 +45,11 @@ def _figure(width: float, height: float):
 
 
 def _table(data: Any) -> pa.Table:
-    """A table from a path (Parquet / CSV) or anything ``colcep.engine.matcher.as_table`` reads."""
+    """A table from a path (Parquet / CSV) or anything ``colcep.engine.matcher.as_table`` reads
+    (a match table of several patterns gets one id per match: ``summary.unique_match_ids``)."""
     if isinstance(data, (str, os.PathLike)):
-        return _read(data)
-    return as_table(data)
+        return unique_match_ids(_read(data))
+    return unique_match_ids(as_table(data))
 
 
 def _read(path: str | os.PathLike, columns: Sequence[str] | None = None, filt=None) -> pa.Table:
@@ -310,7 +312,7 @@ def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str 
     summary = json.loads((out_dir / "_summary.json").read_text()) if (out_dir / "_summary.json").is_file() else {}
     key, time, seq = summary.get("key", "name"), summary.get("time", "ts"), summary.get("seq")
     unit = summary.get("time_unit") or "ms"
-    matches = _read(out_dir)
+    matches = unique_match_ids(_read(out_dir))
     if data is None and summary.get("input") and "," not in summary["input"] and Path(summary["input"]).exists():
         data = summary["input"]
     if key_value is None and key is not None and key in matches.column_names and matches.num_rows:

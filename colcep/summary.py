@@ -46,6 +46,7 @@ class _One:
         self._prev_stage: tuple | None = None
 
     def add(self, t: pa.Table) -> None:
+        self.has_timeouts = self.has_timeouts or "timed_out" in t.column_names
         if t.num_rows == 0:
             return
         ids, stage = t.column("match_id"), t.column("stage")
@@ -55,7 +56,6 @@ class _One:
         self._prev_stage = (ids[-1].as_py(), stage[-1].as_py())
         done = np.ones(t.num_rows, bool)
         if "timed_out" in t.column_names:
-            self.has_timeouts = True
             done = ~t.column("timed_out").to_numpy(zero_copy_only=False).astype(bool)
             self.timed_out += int(np.count_nonzero(starts & ~done))
         self.matches += int(np.count_nonzero(starts & done))
@@ -102,35 +102,39 @@ class Summary:
     """Counts of a match output, fed table by table (:meth:`add`) in the order it was written:
     matches, matched events, events and matches per stage, matches per key (the ``top`` keys),
     the time span of the matched events (when ``time`` is a column), timed-out partial matches
-    when the output has them; with a ``pattern`` column, these per pattern and the totals."""
+    when the output has them; ``named``: the output of several patterns (its ``pattern`` column
+    names each row's), counted per pattern, with the totals. ``timeouts``: the output may hold
+    timed-out partial matches (their count is then given, 0 included, even with no output)."""
 
-    def __init__(self, key: str | None, top: int = 10, time: str | None = None):
+    def __init__(self, key: str | None, top: int = 10, time: str | None = None, named: bool = False,
+                 timeouts: bool = False):
         self.key, self.top, self.time = key, top, time
-        self._one: _One | None = None
+        self._one = _One(key, time)
+        self._one.has_timeouts = timeouts
         self._per: dict[str, _One] = {}
-        self._named = False
+        self._named, self._timeouts = named, timeouts
 
     def add(self, t: "pa.Table | pa.RecordBatch") -> "Summary":
         t = t if isinstance(t, pa.Table) else pa.Table.from_batches([t])
-        if PATTERN_COL not in t.column_names:
-            if self._one is None:
-                self._one = _One(self.key, self.time)
+        if not self._named:
             self._one.add(t)
             return self
-        self._named = True
         names = t.column(PATTERN_COL)
         for name in _counts(names):
-            one = self._per.setdefault(name, _One(self.key, self.time))
+            one = self._per.get(name)
+            if one is None:
+                one = self._per[name] = _One(self.key, self.time)
+                one.has_timeouts = self._timeouts
             one.add(t.filter(pc.equal(names, name)).drop_columns([PATTERN_COL]))
         return self
 
     def result(self) -> dict[str, Any]:
         if not self._named:
-            return (self._one or _One(self.key, self.time)).result(self.top)
-        per = {n: self._per[n] for n in sorted(self._per)}
+            return self._one.result(self.top)
+        per = {n: self._per[n] for n in sorted(self._per, key=str)}
         out: dict[str, Any] = {"matches": sum(p.matches for p in per.values()),
                                "matched_events": sum(p.events for p in per.values())}
-        if any(p.has_timeouts for p in per.values()):
+        if self._timeouts or any(p.has_timeouts for p in per.values()):
             out["timed_out"] = sum(p.timed_out for p in per.values())
         out["events_per_stage"], out["matches_per_stage"] = {}, {}  # stage names are each pattern's own
         per_key = sum((p.per_key for p in per.values()), Counter())
@@ -144,7 +148,20 @@ class Summary:
         return out
 
 
-def summarize(matches: pa.Table, key: str | None, top: int = 10, time: str | None = None) -> dict[str, Any]:
+def summarize(matches: pa.Table, key: str | None, top: int = 10, time: str | None = None,
+              named: bool = False) -> dict[str, Any]:
     """The :class:`Summary` of a whole match table (each match's rows together, as colcep
-    writes them)."""
-    return Summary(key, top, time).add(matches).result()
+    writes them); ``named``: the output of several patterns."""
+    return Summary(key, top, time, named, "timed_out" in matches.column_names).add(matches).result()
+
+
+def unique_match_ids(matches: pa.Table) -> pa.Table:
+    """``matches`` with one id per match also across patterns (each pattern numbers its own
+    from 0): with a ``pattern`` column, ``match_id`` is made of the pattern's place and its own
+    id, for showing and drawing. Without one, the table as it is."""
+    if PATTERN_COL not in matches.column_names or matches.num_rows == 0:
+        return matches
+    codes = pc.dictionary_encode(matches.column(PATTERN_COL).combine_chunks()).indices
+    ids = matches.column("match_id").to_numpy()
+    uid = codes.to_numpy(zero_copy_only=False).astype(np.int64) * (int(ids.max()) + 1) + ids
+    return matches.set_column(matches.schema.get_field_index("match_id"), "match_id", pa.array(uid))

@@ -451,6 +451,26 @@ def test_scan_several_patterns_errors(tmp_path, capsys):
     assert "names a pattern twice" in capsys.readouterr().err
     assert main(["scan", str(data), "--pattern", "p1,nope", "--in-process", "--out", str(tmp_path / "m")]) == 2
     assert "unknown example pattern 'nope'" in capsys.readouterr().err
+    from colcep.examples import desk_patterns
+
+    one = json.loads(desk_patterns()["P1_v700_w5s"].to_json())
+    (tmp_path / "dup.json").write_text(json.dumps([dict(one, name="x"), dict(one, name="x")]))
+    assert main(["scan", str(data), "--pattern", str(tmp_path / "dup.json"), "--in-process", "--out",
+                 str(tmp_path / "m")]) == 2
+    assert "names the pattern 'x' twice" in capsys.readouterr().err
+    (tmp_path / "single.json").write_text(json.dumps(one))  # one document: named after its file
+    assert main(["scan", str(data), "--pattern", str(tmp_path / "single.json"), "--in-process", "--no-plot",
+                 "--out", str(tmp_path / "one")]) == 0
+    assert json.loads((tmp_path / "one" / "_summary.json").read_text())["pattern"].endswith("single.json")
+    assert "pattern" not in read_out(tmp_path / "one").column_names
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps([one, dict(one, name="other")]))
+    clash = write_ticks(tmp_path / "clash.parquet", 500, 2)
+    import pyarrow.parquet as pq
+
+    pq.write_table(pq.read_table(clash).append_column("pattern", pa.array(["u"] * 500)), clash)
+    assert main(["scan", str(clash), "--pattern", str(both), "--in-process", "--out", str(tmp_path / "c")]) == 2
+    assert "the output column 'pattern' names each row's pattern" in capsys.readouterr().err
     (tmp_path / "empty.json").write_text("{}")
     assert main(["scan", str(data), "--pattern", str(tmp_path / "empty.json"), "--in-process", "--out",
                  str(tmp_path / "m")]) == 2

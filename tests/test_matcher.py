@@ -220,6 +220,12 @@ stamps = t.set_column(1, "ts", t.column("ts").cast(pa.timestamp("ms")))
 for data in (t, chunked, readonly, t.slice(0, 1), t.slice(17, 5000), t.to_pandas(), pl.from_arrow(t), f32, stamps):
     cc.match(data, p, key="k", time="ts")
 cc.match(t, p.skip(cc.SkipPastLastEvent()), key="k", time="ts", timeouts=True)
+# out of order (ordered in linear time), grouped by key (in order per key), a dictionary key
+cc.match(t.take(pa.array(np.arange(n)[::-1])), p, key="k", time="ts")
+cc.match(t.sort_by([("k", "ascending"), ("ts", "ascending")]), p, key="k", time="ts")
+cc.match(t.set_column(0, "k", pa.compute.dictionary_encode(t.column("k").cast(pa.string()))), p, key="k", time="ts")
+from colcep.engine.ordering import StreamOrder
+StreamOrder("k", "ts", "ts").check(t); StreamOrder("k", "ts").check(t.slice(3, 10))
 m = cc.Matcher(p, key="k", time="ts", out_of_orderness=5)
 m.process(readonly.slice(0, 5000)); m.process(chunked.slice(5000)); m.close()
 assert len(nfa.run_batch.signatures) == 1

@@ -55,7 +55,7 @@ def test_summary_of_several_patterns():
     t = make_ticks(20_000, 30, 6)
     pats = {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"], "p5": BENCHMARK_PATTERNS["P5"]}
     out = cc.match_many(t, pats, key="name", time="ts", columns=["ts"])
-    s = Summary("name", 4, "ts")
+    s = Summary("name", 4, "ts", named=True)
     for b in out.to_batches(max_chunksize=333):
         s.add(b)
     got = s.result()
@@ -80,3 +80,28 @@ def test_summary_of_nothing():
     assert summarize(empty, "name", time="ts") == {"matches": 0, "matched_events": 0, "events_per_stage": {},
                                                    "matches_per_stage": {}}
     assert Summary("name").result()["matches"] == 0
+
+
+def test_a_column_named_pattern_is_a_column_of_one_pattern_and_timeouts_count_zero():
+    t = make_ticks(5000, 10, 2)
+    t = t.append_column("pattern", pa.array([None if i % 3 else "u" for i in range(5000)], pa.string()))
+    out = cc.match(t, get_example("paper_query3").pattern, key="name", time="ts", columns=["ts", "pattern"],
+                   timeouts=True)
+    assert summarize(out, "name", 5, "ts") == reference(out, "name", 5, "ts")
+    empty = out.slice(0, 0)
+    assert summarize(empty, "name")["timed_out"] == 0
+    assert Summary("name", timeouts=True).result()["timed_out"] == 0
+
+
+def test_unique_match_ids_across_patterns():
+    from colcep.cli import format_matches
+    from colcep.summary import unique_match_ids
+
+    t = make_ticks(8000, 10, 2)
+    out = cc.match_many(t, {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"]}, key="name", time="ts",
+                        columns=["price"])
+    u = unique_match_ids(out)
+    pairs = set(zip(out.column("pattern").to_pylist(), out.column("match_id").to_pylist()))
+    assert len(set(u.column("match_id").to_pylist())) == len(pairs) > 20
+    text = format_matches(out, "name", limit=len(pairs))
+    assert text.count("\n") + 1 == len(pairs)  # one line a match, none mixing two patterns

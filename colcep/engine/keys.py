@@ -99,7 +99,7 @@ class KeyCodes:
                 return idx, enc.dictionary.to_pylist()  # Arrow numbered them in first-seen order
             # a dictionary column as given (e.g. read from Parquet) lists its values in its own order,
             # some perhaps not in this batch: the batch's keys in first-seen order, as for any column
-            rank, seen = karr.first_seen(np.asarray(idx, np.int64), len(enc.dictionary))
+            rank, seen = karr.first_seen(np.array(idx, np.int64), len(enc.dictionary))  # (a copy: one signature)
             return rank[idx], enc.dictionary.take(pa.array(seen)).to_pylist()
         codes = None
         for name in self.names:

@@ -756,8 +756,10 @@ def match(data: Any, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str
           max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, threads: int | None = None,
           tier: str = DEFAULT_TIER, progress: bool | None = None) -> pa.Table:
     """One-shot matching over a whole table (or an iterable of batches, already in time
-    order per key). A table is stably sorted by time first when it is not in order, so ties
-    keep their input order. Row positions in the output refer to the input as given.
+    order per key). A table that is not in time order per key is ordered first: its rows grouped
+    by key (in first-seen order), each key's in time order, ties in input order (linear time);
+    its matches are the same, their ids follow that order. Row positions in the output refer to
+    the input as given.
     ``threads``: keys are spread over this many threads, None (default): all cores; a table
     below ``colcep.engine.shards.PARALLEL_MIN_ROWS`` rows uses one. The output is the same for any number.
     ``pattern`` may be a front-end's query with its key (``colcep.sase(...)``).
@@ -827,6 +829,13 @@ def _is_sorted(tbl: pa.Table, time: str, key: Any) -> bool:
     return bool(np.all(ts[1:] >= ts[:-1]))
 
 
+def _keyable(t: pa.DataType) -> bool:
+    """A key column's type the order check encodes (any other: the Matcher says what is wrong)."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t) or pa.types.is_boolean(t)
+
+
 def in_time_order(tbl: pa.Table, time: str, key: Any) -> tuple[pa.Table, np.ndarray | None]:
     """``tbl`` with each key's rows in time order, and the permutation applied (None: none was
     needed). A table in time order, or in time order per key (e.g. grouped by key), is taken as
@@ -838,8 +847,8 @@ def in_time_order(tbl: pa.Table, time: str, key: Any) -> tuple[pa.Table, np.ndar
     if time not in tbl.column_names or _is_sorted(tbl, time, key):
         return tbl, None
     t = tbl.schema.field(time).type
-    if not all(k in tbl.column_names for k in key_names(key)) or not (
-            pa.types.is_integer(t) or pa.types.is_timestamp(t)):
+    keyable = all(k in tbl.column_names and _keyable(tbl.schema.field(k).type) for k in key_names(key))
+    if not keyable or not (pa.types.is_integer(t) or pa.types.is_timestamp(t)):
         return tbl, None
     KeyCodes(key).check_nulls(tbl)  # before ordering, so that an error names the row as given
     if StreamOrder(key, time).check(tbl) < 0:

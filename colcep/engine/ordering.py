@@ -21,9 +21,14 @@ from colcep.kernels import arrays as karr
 
 
 def _seq_values(tbl: pa.Table, seq: str | None, n: int, row0: int) -> np.ndarray:
+    """The tie-breaker as contiguous, read-only int64 (as ``time_values`` gives the time: one
+    layout, so one compiled signature of the kernels that read both)."""
     if seq is None:
-        return np.arange(row0, row0 + n, dtype=np.int64)
-    return np.ascontiguousarray(tbl.column(seq).to_numpy(), dtype=np.int64)
+        out = np.arange(row0, row0 + n, dtype=np.int64)
+    else:
+        out = np.ascontiguousarray(tbl.column(seq).to_numpy(zero_copy_only=False), dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 class StreamOrder:

@@ -313,8 +313,12 @@ def _warm_kernels(spec: _Spec) -> float:
             small = replace(spec, max_partial_matches=min(spec.max_partial_matches, 64))
             object.__setattr__(small, "_program", spec.program)
             m = small.matcher()
-            m.process(_warm_table(spec))
+            warm = _warm_table(spec)
+            m.process(warm)
             m.close()
+            from colcep.engine.ordering import key_time_order  # (match_parquet orders file groups with it)
+
+            key_time_order(warm, spec.key, spec.time, spec.row)
         except Exception:  # noqa: BLE001 - e.g. a CapacityError on the synthetic rows, after the compile
             pass
     _WARM[key] = time.perf_counter() - t0

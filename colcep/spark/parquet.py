@@ -177,6 +177,7 @@ def _read_group(plan: _ParquetPlan, gid: int) -> pa.Table:
         sort.insert(0, key)
     if n > 1 and not _is_sorted(tbl, sort):
         # each key's rows together, in (time, row) order: linear in the rows (no sort over the key's values)
+        KeyedStream(spec).check_nulls(tbl)  # a null named by the row's seq and values, before ordering
         order = key_time_order(tbl, key, spec.time, spec.row)
         if order is not None:
             tbl = tbl.take(pa.array(order))
