@@ -166,3 +166,28 @@ def test_close_before_any_batch_is_typed_with_a_schema():
     assert out.schema.names == ["pattern", "match_id", "name", "stage", "row", "price"]
     assert out.schema.field("name").type == pa.string() and out.schema.field("price").type == pa.float64()
     assert cc.match_many(t.slice(0, 0), pats, key="name", time="ts", columns=["price"]).schema.equals(out.schema)
+
+
+def test_progress_only_goes_forward():
+    from colcep.engine import matcher as mmod
+
+    t = make_ticks(120_000, 20, 5)
+    seen = []
+
+    class Meter:
+        def update(self, rows, matches):
+            seen.append(rows)
+
+        def finish(self, *a, **k):
+            seen.append(a[0])
+
+    real = mmod.scan_progress
+    import colcep.engine.many as many
+
+    many.scan_progress = lambda *a, **k: Meter()
+    try:
+        cc.match_many(t, {"a": BENCHMARK_PATTERNS["P1"], "b": BENCHMARK_PATTERNS["P3"]}, key="name", time="ts",
+                      threads=1, columns=[])
+    finally:
+        many.scan_progress = real
+    assert len(seen) > 4 and seen == sorted(seen) and seen[-1] == 120_000

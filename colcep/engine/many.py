@@ -176,8 +176,10 @@ def match_many(data: Any, patterns: Mapping[str, Any], key: "str | Sequence[str]
                      max_partial_matches=max_partial_matches, max_state_bytes=max_state_bytes, threads=threads,
                      tier=tier)
     meter = scan_progress(progress, "colcep.match_many", total)
-    if meter is not None:
-        for m in mm.matchers.values():
-            m.on_progress = lambda rows, _n: meter.update(rows, mm.matches_emitted)
+    if meter is not None:  # rows done: the mean over the patterns (each steps the whole batch in turn)
+        mats = list(mm.matchers.values())
+        for m in mats:
+            m.on_progress = lambda rows, _n, me=m: meter.update(
+                (sum(x.rows_received for x in mats if x is not me) + rows) // len(mats), mm.matches_emitted)
     with scanning(meter, lambda: (mm.rows_received, mm.matches_emitted)):
         return match_all(mm, data, is_table, time, mm.key, meter)
