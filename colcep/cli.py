@@ -288,8 +288,8 @@ def _spec_and_kernels(job: ScanJob, data, seq: str | None):
     says so, and not in the middle of the scan (or in every Spark worker). Returns the task
     spec, or with several patterns the spec of each by name."""
     from colcep.engine.ordering import StreamOrder, key_time_order
-    from colcep.file_scan import Streams
     from colcep.spark import ROW_COL, KeyedStream, arrow_spec
+    from colcep.spark.batch import Streams
 
     specs = {name: arrow_spec(data.schema, p, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
                               **_spec_kwargs(job)) for name, p in job.named_patterns().items()}
@@ -317,7 +317,7 @@ def _spec_and_kernels(job: ScanJob, data, seq: str | None):
                 stream.feed(part)
                 stream.finish()
             if len(specs) > 1:
-                streams = Streams(specs)
+                streams = Streams(specs, grouped=False)
                 streams.feed(part)
                 streams.finish()
     except ColcepError:
@@ -411,7 +411,8 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
                      rep: Reporter) -> tuple[int, str, dict, str | None]:
     import pyarrow.parquet as pq
 
-    from colcep.file_scan import STAGES, Streams, parquet_batches, scan_batches
+    from colcep.file_scan import STAGES, parquet_batches, scan_batches
+    from colcep.spark.batch import Streams
     from colcep.spark import DEFAULT_BATCH_ROWS
 
     specs, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))

@@ -18,9 +18,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
-from colcep.engine.many import PATTERN_COL, keys_encoded
 from colcep.engine.ordering import StreamOrder, key_time_order
-from colcep.spark.batch import ROW_COL, KeyedStream, _Spec
+from colcep.spark.batch import ROW_COL, Streams, _Spec
 
 #: Stages of a file scan, in the order they happen to a batch.
 STAGES = ("reading", "ordering", "matching", "writing")
@@ -49,41 +48,6 @@ class _OutOfOrder(Exception):
     pass
 
 
-class Streams:
-    """One :class:`~colcep.spark.KeyedStream` per pattern (keys may interleave), fed the same
-    batches; with several, each output table carries its pattern's name first (``pattern``) and
-    the key is dictionary-encoded once for all of them."""
-
-    def __init__(self, specs: "_Spec | Mapping[str, _Spec]", threads: int = 1):
-        self.specs = dict(specs) if isinstance(specs, Mapping) else {"": specs}
-        self.named = isinstance(specs, Mapping) and len(self.specs) > 1
-        self.first = next(iter(self.specs.values()))
-        self.streams = {n: KeyedStream(s, grouped=False, threads=threads) for n, s in self.specs.items()}
-        self.schema = self.first.out_schema
-        if self.named:
-            self.schema = pa.schema([pa.field(PATTERN_COL, pa.string(), False), *self.first.out_schema])
-
-    @property
-    def matches(self) -> int:
-        return sum(s.matches for s in self.streams.values())
-
-    def check_nulls(self, tbl: pa.Table) -> None:
-        next(iter(self.streams.values())).check_nulls(tbl)
-
-    def feed(self, tbl: pa.Table) -> list[pa.Table]:
-        if self.named:
-            tbl = keys_encoded(tbl, self.first.key_columns)
-        return [self._name(n, t) for n, s in self.streams.items() for t in s.feed(tbl)]
-
-    def finish(self) -> list[pa.Table]:
-        return [self._name(n, t) for n, s in self.streams.items() for t in s.finish()]
-
-    def _name(self, name: str, t: pa.Table) -> pa.Table:
-        if not self.named:
-            return t
-        return t.add_column(0, self.schema.field(0), pa.repeat(pa.scalar(name, pa.string()), t.num_rows))
-
-
 def scan_batches(specs: "_Spec | Mapping[str, _Spec]", batches: Callable[[], Iterable[pa.RecordBatch]],
                  read_all: Callable[[], pa.Table], write: Callable[[pa.Table], None],
                  restart: Callable[[str], None], threads: int = 1, batch_rows: int = 500_000,
@@ -96,13 +60,13 @@ def scan_batches(specs: "_Spec | Mapping[str, _Spec]", batches: Callable[[], Ite
     (``read_all()``), ordered and matched. ``progress`` is called after each batch."""
     res = FileScan()
     try:
-        _stream(Streams(specs, threads), batches(), write, res, progress)
+        _stream(Streams(specs, threads, grouped=False), batches(), write, res, progress)
         return res
     except _OutOfOrder as exc:
         disorder = str(exc)
     restart(disorder)
     res = FileScan(streamed=False, disorder=disorder)
-    streams = Streams(specs, threads)
+    streams = Streams(specs, threads, grouped=False)
     spec = streams.first
     with res.timing("reading"):
         tbl = _with_row_ids(spec, read_all(), 0)
@@ -186,4 +150,4 @@ def parquet_batches(paths: Any, key_columns: list[str], columns: list[str], batc
                         fragment_readahead=1).to_batches()
 
 
-__all__ = ["FileScan", "STAGES", "Streams", "scan_batches", "parquet_batches"]
+__all__ = ["FileScan", "STAGES", "scan_batches", "parquet_batches"]

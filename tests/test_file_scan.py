@@ -204,3 +204,11 @@ def test_parquet_batches_read_keys_as_dictionaries_in_file_order(tmp_path):
     back = pa.Table.from_batches(batches)
     assert back.column("id").to_pylist() == list(range(5000))
     assert pc.cast(back.column("k"), pa.string()).to_pylist() == t.column("k").to_pylist()
+
+
+def test_key_time_order_interleaved_leaves_a_table_in_order_per_key():
+    t = pa.table({"k": ["x", "y", "x", "y"], "ts": [1, 1, 2, 3]})
+    assert key_time_order(t, "k", "ts").tolist() == [0, 2, 1, 3]  # grouped by key
+    assert key_time_order(t, "k", "ts", interleaved=True) is None  # what a Matcher needs already
+    late = pa.table({"k": ["x", "y", "x", "y"], "ts": [2, 1, 1, 3]})
+    assert key_time_order(late, "k", "ts", interleaved=True).tolist() == [2, 0, 1, 3]

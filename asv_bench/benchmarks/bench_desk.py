@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 
 import colcep as cc
 from colcep.examples import desk_patterns, get_example
-from colcep.file_scan import STAGES, Streams, parquet_batches, scan_batches
+from colcep.file_scan import STAGES, parquet_batches, scan_batches
 from colcep.spark import arrow_spec
+from colcep.spark.batch import Streams
 
 from .common import QUICK, load, make_data
 

@@ -71,7 +71,6 @@ class ManyMatcher:
             for name, p in patterns.items()}
         for m in self.matchers.values():
             m._guarded = False  # this object rolls every pattern back when one call fails
-        self._names = {name: pa.scalar(name, pa.string()) for name in patterns}
         self._encoded: dict[str, pa.DataType] = {}  # key columns this object encodes, and their type
 
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
@@ -118,9 +117,7 @@ class ManyMatcher:
         return out
 
     def _named(self, name: str, out: pa.Table) -> pa.Table:
-        out = self._decoded(out)
-        col = pa.repeat(self._names[name], out.num_rows)
-        return out.add_column(0, pa.field(PATTERN_COL, pa.string(), False), col)
+        return with_pattern(name, self._decoded(out))
 
     def pop_late(self) -> pa.Table | None:
         """The late rows received since the last call (event time; the same rows for every
@@ -148,6 +145,12 @@ class ManyMatcher:
     @property
     def state_bytes(self) -> int:
         return sum(m.state_bytes for m in self.matchers.values())
+
+
+def with_pattern(name: str, out: pa.Table) -> pa.Table:
+    """A pattern's output table with its name in a first column ``pattern``."""
+    return out.add_column(0, pa.field(PATTERN_COL, pa.string(), False),
+                          pa.repeat(pa.scalar(name, pa.string()), out.num_rows))
 
 
 def keys_encoded(tbl: pa.Table, keys: list[str]) -> pa.Table:

@@ -842,7 +842,7 @@ def in_time_order(tbl: pa.Table, time: str, key: Any) -> tuple[pa.Table, np.ndar
     it is; any other is ordered in linear time (:func:`colcep.engine.ordering.key_time_order`,
     ties in input order). Input a Matcher would refuse is left to it to say what is wrong."""
     from colcep.engine.keys import KeyCodes
-    from colcep.engine.ordering import StreamOrder, key_time_order
+    from colcep.engine.ordering import key_time_order
 
     if time not in tbl.column_names or _is_sorted(tbl, time, key):
         return tbl, None
@@ -851,7 +851,5 @@ def in_time_order(tbl: pa.Table, time: str, key: Any) -> tuple[pa.Table, np.ndar
     if not keyable or not (pa.types.is_integer(t) or pa.types.is_timestamp(t)):
         return tbl, None
     KeyCodes(key).check_nulls(tbl)  # before ordering, so that an error names the row as given
-    if StreamOrder(key, time).check(tbl) < 0:
-        return tbl, None
-    order = key_time_order(tbl, key, time)
-    return tbl.take(pa.array(order)), order
+    order = key_time_order(tbl, key, time, interleaved=True)
+    return (tbl, None) if order is None else (tbl.take(pa.array(order)), order)

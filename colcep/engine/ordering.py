@@ -73,12 +73,19 @@ def _grown(a: np.ndarray, size: int) -> np.ndarray:
     return b
 
 
-def key_time_order(tbl: pa.Table, key: Any, time: str, seq: str | None = None) -> np.ndarray | None:
+def key_time_order(tbl: pa.Table, key: Any, time: str, seq: str | None = None,
+                   interleaved: bool = False) -> np.ndarray | None:
     """The rows of ``tbl`` grouped by key (first-seen order), each key's rows in (time, seq)
-    order, ties in input order: a permutation, or None when ``tbl`` is in that order already.
-    Linear in the rows when each key's rows are in order (whatever the keys' interleaving)."""
+    order, ties in input order: a permutation, or None when ``tbl`` is in that order already
+    (``interleaved``: or when each key's rows are, however the keys interleave: what a Matcher
+    needs). Linear in the rows when each key's rows are in order."""
     keys = KeyCodes(key)
     codes = keys.encode(tbl)
     ts = time_values(tbl, time)
-    order, moved = karr.key_time_order(codes, ts, _seq_values(tbl, seq, tbl.num_rows, 0), max(keys.n, 1))
+    sq = _seq_values(tbl, seq, tbl.num_rows, 0)
+    n_keys = max(keys.n, 1)
+    if interleaved and karr.first_out_of_order_by(codes, ts, sq, np.full(n_keys, I64_MIN, np.int64),
+                                                   np.full(n_keys, I64_MIN, np.int64)) < 0:
+        return None
+    order, moved = karr.key_time_order(codes, ts, sq, n_keys)
     return order if moved else None

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +34,9 @@ import pyarrow.compute as pc
 from colcep.cache import compile_lock, kernel_compiles
 from colcep.errors import InputError
 from colcep.expr import Expr
-from colcep.engine.inputs import describe_row, first_nulls, null_checks
+from colcep.engine.inputs import as_table, describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
+from colcep.engine.many import PATTERN_COL, keys_encoded, with_pattern
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import progress_wanted, spark_scan_meter
@@ -47,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["match", "match_many", "output_schema", "ScanMetrics", "KeyedStream", "arrow_spec", "ID_BITS", "ROW_COL"]
+__all__ = ["match", "match_many", "output_schema", "ScanMetrics", "KeyedStream", "Streams", "arrow_spec", "ID_BITS",
+           "ROW_COL"]
 
 #: Match ids (and generated row ids of the Parquet path) are ``part << ID_BITS | n``.
 ID_BITS = 40
@@ -199,6 +201,45 @@ class KeyedStream:
             pa.Table.from_arrays([c.cast(f.type) for c, f in zip(cols, spec.out_schema)], schema=spec.out_schema)
         self.matches += int(pc.count_distinct(local).as_py())
         out.append(res)
+
+
+class Streams:
+    """One :class:`KeyedStream` per pattern, fed the same batches: one spec, or several by name
+    (then each output table carries its pattern's name first, ``pattern``, and the key is
+    dictionary-encoded once for all of them). ``grouped``, ``threads``, ``id_base``: as for
+    :class:`KeyedStream`."""
+
+    def __init__(self, specs: "_Spec | Mapping[str, _Spec]", threads: int = 1, *, grouped: bool = True,
+                 id_base: int = 0):
+        self.specs = dict(specs) if isinstance(specs, Mapping) else {"": specs}
+        self.named = isinstance(specs, Mapping) and len(self.specs) > 1
+        self.first = next(iter(self.specs.values()))
+        self.streams = {n: KeyedStream(s, id_base, grouped=grouped, threads=threads) for n, s in self.specs.items()}
+        self.schema = self.first.out_schema
+        if self.named:
+            self.schema = pa.schema([pa.field(PATTERN_COL, pa.string(), False), *self.first.out_schema])
+
+    @property
+    def rows(self) -> int:
+        return next(iter(self.streams.values())).rows
+
+    @property
+    def matches(self) -> int:
+        return sum(s.matches for s in self.streams.values())
+
+    def check_nulls(self, tbl: "pa.Table | pa.RecordBatch") -> None:
+        next(iter(self.streams.values())).check_nulls(tbl)
+
+    def feed(self, batch: "pa.Table | pa.RecordBatch") -> list[pa.Table]:
+        if self.named:
+            batch = keys_encoded(as_table(batch), self.first.key_columns)
+        return [self._name(n, t) for n, s in self.streams.items() for t in s.feed(batch)]
+
+    def finish(self) -> list[pa.Table]:
+        return [self._name(n, t) for n, s in self.streams.items() for t in s.finish()]
+
+    def _name(self, name: str, t: pa.Table) -> pa.Table:
+        return with_pattern(name, t) if self.named else t
 
 
 def arrow_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
@@ -394,40 +435,10 @@ def _listened():
 
 
 class _TaskMatcher:
-    """The function given to ``mapInArrow``: one KeyedStream per task (partition)."""
+    """The function given to ``mapInArrow``: per task (partition), one KeyedStream per pattern
+    (one spec, or several by name: their rows carry the pattern's name first), fed every batch."""
 
-    def __init__(self, spec: _Spec, metrics: ScanMetrics | None):
-        self.spec = spec
-        self.metrics = metrics
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        t0 = time.perf_counter()
-        c0 = kernel_compiles()
-        warm = _warm_kernels(self.spec)
-        c1 = kernel_compiles()
-        ctx = TaskContext.get()
-        part = ctx.partitionId() if ctx is not None else 0
-        stream = KeyedStream(self.spec, part << ID_BITS)
-        n_batches = 0
-        for b in batches:
-            n_batches += 1
-            for t in stream.feed(b):
-                yield from t.to_batches()
-        for t in stream.finish():
-            yield from t.to_batches()
-        if self.metrics is not None:
-            self.metrics.add(rows=stream.rows, batches=n_batches, matches=stream.matches, tasks=1,
-                             task_seconds=time.perf_counter() - t0, warm_seconds=warm, warm_workers=int(warm > 0),
-                             compiles=kernel_compiles() - c0, late_compiles=kernel_compiles() - c1)
-
-
-class _TaskMatcherMany:
-    """``mapInArrow``'s function for several patterns: one KeyedStream per pattern and task, each
-    fed every batch; output rows carry the pattern's name first."""
-
-    def __init__(self, specs: "dict[str, _Spec]", metrics: ScanMetrics | None):
+    def __init__(self, specs: "_Spec | dict[str, _Spec]", metrics: ScanMetrics | None):
         self.specs = specs
         self.metrics = metrics
 
@@ -436,32 +447,23 @@ class _TaskMatcherMany:
 
         t0 = time.perf_counter()
         c0 = kernel_compiles()
-        warm = sum(_warm_kernels(spec) for spec in self.specs.values())
+        specs = self.specs.values() if isinstance(self.specs, dict) else [self.specs]
+        warm = sum(_warm_kernels(spec) for spec in specs)
         c1 = kernel_compiles()
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
-        streams = {name: KeyedStream(spec, part << ID_BITS) for name, spec in self.specs.items()}
-        names = {name: pa.scalar(name, pa.string()) for name in self.specs}
-        n_batches = rows = 0
-
-        def named(name: str, t: pa.Table) -> Iterator[pa.RecordBatch]:
-            yield from t.add_column(0, pa.field("pattern", pa.string(), False),
-                                    pa.repeat(names[name], t.num_rows)).to_batches()
-
+        streams = Streams(self.specs, id_base=part << ID_BITS)
+        n_batches = 0
         for b in batches:
             n_batches += 1
-            rows += b.num_rows
-            for name, stream in streams.items():
-                for t in stream.feed(b):
-                    yield from named(name, t)
-        for name, stream in streams.items():
-            for t in stream.finish():
-                yield from named(name, t)
+            for t in streams.feed(b):
+                yield from t.to_batches()
+        for t in streams.finish():
+            yield from t.to_batches()
         if self.metrics is not None:
-            self.metrics.add(rows=rows, batches=n_batches, matches=sum(s.matches for s in streams.values()),
-                             tasks=1, task_seconds=time.perf_counter() - t0, warm_seconds=warm,
-                             warm_workers=int(warm > 0), compiles=kernel_compiles() - c0,
-                             late_compiles=kernel_compiles() - c1)
+            self.metrics.add(rows=streams.rows, batches=n_batches, matches=streams.matches, tasks=1,
+                             task_seconds=time.perf_counter() - t0, warm_seconds=warm, warm_workers=int(warm > 0),
+                             compiles=kernel_compiles() - c0, late_compiles=kernel_compiles() - c1)
 
 
 # ============================================================================ driver side
@@ -655,7 +657,7 @@ def match_many(df: "DataFrame", patterns: "dict[str, Pattern | KeyedPattern]",
     once, and each task runs every pattern over them. The output is each pattern's own (as
     ``match(df, patterns[name], ...)`` gives it, match ids included) with the pattern's name in a
     first column ``pattern``. ``patterns``: a mapping of names to patterns, all keyed alike."""
-    from colcep.engine.many import PATTERN_COL, _common_key
+    from colcep.engine.many import _common_key
 
     if not isinstance(patterns, dict) or not patterns or not all(isinstance(n, str) and n for n in patterns):
         raise InputError("match_many takes a non-empty mapping of pattern names (strings) to patterns")
@@ -671,8 +673,7 @@ def match_many(df: "DataFrame", patterns: "dict[str, Pattern | KeyedPattern]",
                                         max_partial_matches, num_partitions, check_nulls, tier)
     T = _spark_types()
     out_struct = T.StructType([T.StructField(PATTERN_COL, T.StringType(), False), *out_struct.fields])
-    return _run(parts, _TaskMatcherMany(specs, metrics), out_struct, n, progress, metrics,
-                "colcep.spark.match_many")
+    return _run(parts, _TaskMatcher(specs, metrics), out_struct, n, progress, metrics, "colcep.spark.match_many")
 
 
 def _plan(df: "DataFrame", patterns: "dict[str, Pattern]", key: Any, time: str, columns: Sequence[str] | None,
