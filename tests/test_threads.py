@@ -198,10 +198,8 @@ def test_buffer_bound_counts_every_shard(always_parallel):
 def test_ctrl_c_stops_every_shard():
     assert_ctrl_c_stops_cleanly("""
         shards.PARALLEL_MIN_ROWS = 0
-        n = 40
-        tbl = pa.table({"k": ["x", "y"] * n, "ts": pa.array(np.repeat(np.arange(n), 2), pa.int64()),
-                        "price": np.repeat(np.arange(1.0, n + 1.0), 2)})
-        m = cc.Matcher(p, key="k", time="ts", columns=[], max_partial_matches=10**9, max_state_bytes=1 << 40, threads=2)
+        tbl = ticks(2)
+        m = cc.Matcher(p, key="k", time="ts", columns=[], threads=2)
         first, rest = tbl.slice(0, 2), tbl.slice(2)
     """)
 
