@@ -93,7 +93,7 @@ class KeyCodes:
         """The batch's own dense codes (first-seen order) and the key value of each code."""
         if not self.composite:
             col = tbl.column(self.names[0])
-            enc = _encoded(col)
+            enc = dictionary_encoded(col)
             idx = enc.indices.to_numpy(zero_copy_only=False)
             if not pa.types.is_dictionary(col.type):
                 return idx, enc.dictionary.to_pylist()  # Arrow numbered them in first-seen order
@@ -103,7 +103,7 @@ class KeyCodes:
             return rank[idx], enc.dictionary.take(pa.array(seen)).to_pylist()
         codes = None
         for name in self.names:
-            enc = _encoded(tbl.column(name))
+            enc = dictionary_encoded(tbl.column(name))
             idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             if codes is None:
                 codes = idx
@@ -188,12 +188,21 @@ class KeyCodes:
         return tuple(k)
 
 
-def _encoded(col: "pa.ChunkedArray | pa.Array") -> pa.DictionaryArray:
-    enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return enc if pa.types.is_dictionary(enc.type) else pc.dictionary_encode(enc)
+def dictionary_encoded(col: "pa.ChunkedArray | pa.Array") -> pa.DictionaryArray:
+    """The column dictionary-encoded in one array. (A column of values is encoded chunk by
+    chunk, one dictionary for all, and only its indices are joined: joining the values
+    first would copy them.)"""
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks == 1:
+            col = col.chunk(0)
+        elif not pa.types.is_dictionary(col.type):
+            return pc.dictionary_encode(col).combine_chunks()
+        else:
+            col = col.combine_chunks()
+    return col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
 
 
 def _dictionary(col: "pa.ChunkedArray | pa.Array") -> tuple[np.ndarray, list]:
     """A column's index per row into its distinct values, and those values (first-seen order)."""
-    enc = _encoded(col)
+    enc = dictionary_encoded(col)
     return enc.indices.to_numpy(zero_copy_only=False), enc.dictionary.to_pylist()

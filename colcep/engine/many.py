@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from colcep.engine.inputs import as_table
-from colcep.engine.keys import key_names, normalize_key
+from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all,
                                    scan_input)
 from colcep.engine.specialise import DEFAULT_TIER
@@ -161,7 +160,7 @@ def keys_encoded(tbl: pa.Table, keys: list[str]) -> pa.Table:
         col = tbl.column(k)
         t = col.type
         if (pa.types.is_string(t) or pa.types.is_large_string(t)) and tbl.num_rows:
-            tbl = tbl.set_column(tbl.schema.get_field_index(k), k, pc.dictionary_encode(col.combine_chunks()))
+            tbl = tbl.set_column(tbl.schema.get_field_index(k), k, dictionary_encoded(col))
     return tbl
 
 

@@ -19,7 +19,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from colcep import cache
 from colcep.engine import codec
@@ -34,7 +33,7 @@ from colcep.kernels import buffer as kbuf
 from colcep.kernels import nfa as knfa
 from colcep.kernels.codes import NO_TICK, OK, TIME_MAX
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
-from colcep.engine.keys import key_names, normalize_key
+from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import scan_progress, scanning
 from colcep.engine.program import CompiledPattern
@@ -165,6 +164,7 @@ class Matcher:
         self._inputs = InputSpec(self.program, self.key_columns, time, time_unit, self.columns, self.timeouts,
                                  out_of_orderness)
         self._bound: Binding | None = None if schema is None else self._inputs.bind(schema)
+        self._empty_cache = self._schema_cache = (False, None)  # (binding, output) made for it
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         if self.threads > 1:
             self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
@@ -473,9 +473,7 @@ class Matcher:
 
     def _string_codes(self, col: pa.ChunkedArray) -> np.ndarray:
         strings = self._state.strings
-        enc = col.combine_chunks()
-        if not pa.types.is_dictionary(enc.type):
-            enc = pc.dictionary_encode(enc)
+        enc = dictionary_encoded(col)
         dict_vals = enc.dictionary.to_pylist()
         mapping = np.array([float(strings.setdefault(v, len(strings))) if v is not None else np.nan
                             for v in dict_vals] + [np.nan], np.float64)
@@ -622,10 +620,21 @@ class Matcher:
 
     # ------------------------------------------------------------------ output
     def _empty_output(self) -> pa.Table:
-        return self.output_schema().empty_table()
+        """``process``'s output without matches (made once per bound input schema: most calls of
+        a stream in small batches return it)."""
+        if self._empty_cache[0] is not self._bound:
+            self._empty_cache = (self._bound, self.output_schema().empty_table())
+        return self._empty_cache[1]
 
     def output_schema(self, schema: pa.Schema | None = None) -> pa.Schema:
         """The schema of the tables ``process`` returns, given the input schema."""
+        if schema is None:
+            if self._schema_cache[0] is not self._bound:
+                self._schema_cache = (self._bound, self._output_schema(None))
+            return self._schema_cache[1]
+        return self._output_schema(schema)
+
+    def _output_schema(self, schema: pa.Schema | None) -> pa.Schema:
         schema = schema or (self._bound.schema if self._bound is not None else None)
         fields = [pa.field("match_id", pa.int64(), False)]
         # before any batch the input's types are unknown: the key and the chosen columns typed null
@@ -655,6 +664,8 @@ class Matcher:
 
     def _output(self, rows, stages, ids, keys, flags, tts, nm: int) -> pa.Table:
         """The matches as a table (``_in_emission_order``'s arrays), numbered on from the last."""
+        if nm == 0:
+            return self._empty_output()
         st = self._state
         st.matches_out += nm
         schema = self.output_schema()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,10 @@ class CompiledPattern:
 
     def tables(self) -> tuple:
         """The program tables, ``kernels.nfa.run_batch``'s ``prog`` group."""
+        return self._tables
+
+    @cached_property
+    def _tables(self) -> tuple:
         p, lw = self.nfa, self.lowered
         return (p.state_kind, p.state_stage, p.start_state, p.trans_ptr, p.trans_action, p.trans_target,
                 p.trans_cond, lw.cond_kind, lw.cond_a, lw.cond_b, lw.code, lw.consts, lw.vg_stage, lw.vg_col,
@@ -80,7 +85,11 @@ class CompiledPattern:
         return (2 * int(self.dfs_bounds[1]) + 1) * (2 if self.merging(timeouts) else 1)
 
     def merging(self, timeouts: bool) -> bool:
-        return self.skip_code == 0 and not timeouts and bool(self.st_merge.any())
+        return self.skip_code == 0 and not timeouts and self._merges
+
+    @cached_property
+    def _merges(self) -> bool:
+        return bool(self.st_merge.any())
 
     def start_mask(self, masks: np.ndarray, n: int) -> np.ndarray:
         """Rows at which the start run could take an event (a key with no live run skips the rest)."""

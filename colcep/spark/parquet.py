@@ -14,7 +14,7 @@ from colcep.cache import kernel_compiles
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 from colcep.engine.ordering import key_time_order
 from colcep.errors import InputError
-from colcep.engine.keys import key_names
+from colcep.engine.keys import dictionary_encoded, key_names
 from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import progress_wanted, spark_scan_meter
 from colcep.spark.batch import (ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
@@ -72,9 +72,7 @@ def write_by_key(table: pa.Table, path: str | os.PathLike, key: str, time: str, 
     n = table.num_rows
     if pa.types.is_dictionary(k.type):
         k = k.cast(k.type.value_type)
-    enc = pc.dictionary_encode(k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
+    enc = dictionary_encoded(k)
     keys = len(enc.dictionary)
     rank = np.empty(keys, np.int64)  # each dictionary entry's place in key order
     rank[pc.sort_indices(enc.dictionary).to_numpy()] = np.arange(keys, dtype=np.int64)
