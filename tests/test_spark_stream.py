@@ -375,6 +375,32 @@ def test_timer_is_positive_and_not_behind_the_watermark():
     assert timer_ms(2001, 50) == 50        # never behind the watermark
 
 
+def test_rows_from_pandas_as_table_from_pandas_gives_them():
+    """A key's rows come from Spark as pandas and are converted column by column: the table is
+    the one ``pa.Table.from_pandas`` gives (nulls of every kind, NaN as null, an integer column
+    with nulls that pandas holds as floats, strings, timestamps with a zone, booleans), extra
+    columns (Spark's watermark column) left out."""
+    import pandas as pd
+
+    from colcep.spark.stream import _from_pandas
+
+    pdf = pd.DataFrame({
+        "name": ["a", None, "c", "a"],
+        "ts": np.array([1, 2, 3, 2**62], np.int64),
+        "price": [1.5, np.nan, float("inf"), -0.0],
+        "id": [1.0, np.nan, 3.0, 4.0],  # Spark's long column with a null, as pandas holds it
+        "flag": [True, None, False, True],
+        "at": pd.to_datetime([0, 10**15, None, -(10**15)], unit="us", utc=True),
+        "__colcep_wm": pd.Timestamp("2261-12-31"),
+    })
+    schema = pa.schema([("name", pa.string()), ("ts", pa.int64()), ("price", pa.float64()), ("id", pa.int64()),
+                        ("flag", pa.bool_()), ("at", pa.timestamp("us", tz="UTC"))])
+    want = pa.Table.from_pandas(pdf[schema.names], schema=schema, preserve_index=False)
+    got = _from_pandas(pdf, schema)
+    assert got.equals(want) and got.schema == schema
+    assert got.column("price").null_count == 1 and got.column("id").to_pylist() == [1, None, 3, 4]
+
+
 @pytest.mark.parametrize("base", [-30_000, -90 * 10**6], ids=["1970", "before-1970"])  # (first tick: 0, -90 s)
 @pytest.mark.parametrize("bad", [False, True], ids=["clean", "bad-rows"])
 def test_stream_near_1970_and_bad_rows(base, bad):
