@@ -87,7 +87,8 @@ def committed_files(out: Path) -> list[Path]:
     return [Path(f) for f in files]
 
 
-def start_query(spark, src: Path, work: Path, pattern, delay: str, sink: str = "parquet", max_files: int | None = None):
+def start_query(spark, src: Path, work: Path, pattern, delay: str, sink: str = "parquet", max_files: int | None = None,
+                buckets: int | None = None):
     from colcep.spark import match_stream
 
     reader = spark.readStream.schema(SCHEMA)
@@ -95,7 +96,7 @@ def start_query(spark, src: Path, work: Path, pattern, delay: str, sink: str = "
         reader = reader.option("maxFilesPerTrigger", max_files)
     ticks = reader.parquet(str(src)).withWatermark("ts", delay)
     out = match_stream(ticks, pattern, key="name", time="ts", columns=["price", "volume", "ts"], seq="id",
-                       timeouts=True)
+                       timeouts=True, buckets=buckets)
     w = out.writeStream.format(sink).option("checkpointLocation", str(work / "chk")).outputMode("append")
     return w.start(str(work / "matches")) if sink == "parquet" else w.start()
 
@@ -120,7 +121,7 @@ def live(a) -> int:
     # done (that one also starts the Python workers and loads the kernels)
     arrived = {0: write_file(work / "in", 0, files[0])}
     t0 = time.time()
-    q = start_query(spark, work / "in", work, pattern, a.delay)
+    q = start_query(spark, work / "in", work, pattern, a.delay, buckets=a.buckets)
     while not q.recentProgress and q.isActive:
         time.sleep(0.2)
     print(f"  first micro-batch done {time.time() - t0:.1f} s after the start (Python workers, kernels, state store)")
@@ -170,7 +171,8 @@ def live(a) -> int:
     n_to = len({(k, i) for k, i in zip(timed.column("name").to_pylist(), timed.column("match_id").to_pylist())})
     print(f"found {len(ids) - n_to:,} matches and {n_to:,} timed-out partial matches ({m.num_rows:,} rows), "
           f"{late.num_rows:,} late ticks, {rejected.num_rows:,} rejected, in {work / 'matches'}")
-    print(f"state: {report['keys']} keys, {report['bytes_per_key']:,.0f} bytes per key (latest state version)")
+    print(f"state: {report['version_bytes']:,} bytes in {report['groups']} groups (buckets of keys), "
+          f"{report['version_bytes'] / a.symbols:,.0f} bytes per key (latest state version)")
     lat = latencies(work / "matches", arrived, a.rows)
     if lat:
         print(f"latency from a match's last tick landing to its output: median {statistics.median(lat):.1f} s, "
@@ -222,10 +224,10 @@ def bench(a) -> int:
         rows = sum(p["numInputRows"] for p in progs)
         secs = sum(p["durationMs"]["triggerExecution"] for p in progs) / 1000
         st = progs[-1]["stateOperators"][0] if progs and progs[-1]["stateOperators"] else {}
-        keys = st.get("numRowsTotal", 0)
         disk = (st.get("customMetrics") or {}).get("stateOnCurrentVersionSizeBytes", 0)
         results[name] = {"rows_per_s": rows / secs, "rows_per_s_per_task": rows / secs / a.cores,
-                         "batch_s": secs / max(1, len(progs)), "state_bytes_per_key": disk / keys if keys else 0}
+                         "batch_s": secs / max(1, len(progs)), "state_groups": st.get("numRowsTotal", 0),
+                         "state_bytes_per_key": disk / a.symbols}  # (colcep keeps state per bucket of keys)
         r = results[name]
         print(f"  {name:34s} {r['rows_per_s']:9,.0f} rows/s ({r['rows_per_s_per_task']:8,.0f} per task), "
               f"{r['batch_s']:.2f} s per {a.rows:,}-row batch, state {r['state_bytes_per_key']:,.0f} B/key")
@@ -233,7 +235,7 @@ def bench(a) -> int:
     print(f"{a.files} files of {a.rows:,} ticks, {a.symbols} symbols ({a.tick_rate:g} ticks/s each in event time), "
           f"one file per micro-batch, local[{a.cores}]")
     # colcep
-    q = start_query(spark, work / "in", work / "colcep", pattern, a.delay, sink="noop", max_files=1)
+    q = start_query(spark, work / "in", work / "colcep", pattern, a.delay, sink="noop", max_files=1, buckets=a.buckets)
     steady(q, "colcep match_stream")
     blob = b"\0" * int(max(64, results["colcep match_stream"]["state_bytes_per_key"]))
     src = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(work / "in"))
@@ -323,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=2, help="matches to print (default 2)")
     ap.add_argument("--out", default="out/stream_ticks", help="working folder (replaced)")
     ap.add_argument("--bench", action="store_true", help="measure instead (see the module docstring)")
+    ap.add_argument("--buckets", type=int, default=None,
+                    help="match_stream's buckets of keys (default: 4 per shuffle partition; 0: a group per key)")
     ap.add_argument("--state-rows", type=int, default=1_000_000, help="--bench: ticks for the state size")
     ap.add_argument("--tick-rate", type=float, default=10.0, help="--bench: ticks per second per symbol in event time")
     a = ap.parse_args(argv)

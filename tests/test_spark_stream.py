@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -74,12 +75,13 @@ def sentinel_row(t: pa.Table) -> pa.Table:
     return pa.table(row, schema=t.schema)
 
 
-def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US):
-    """Spark's micro-batch loop for one stateful operator, with ``step`` per key: each batch
-    sees the watermark of the batches before it (max time - delay, in ms as Spark keeps it);
-    keys with rows are called, then keys without rows whose event-time timeout (set in ms as
-    match_stream sets it) the watermark has passed; a no-data batch runs when the last batch
-    moved the watermark. Returns (output, states, calls per batch)."""
+def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US, buckets: int = 0):
+    """Spark's micro-batch loop for one stateful operator, with ``step`` per group (a key, or
+    with ``buckets`` a bucket of keys, ``crc32(key) mod buckets``): each batch sees the watermark
+    of the batches before it (max time - delay, in ms as Spark keeps it); groups with rows are
+    called, then groups without rows whose event-time timeout (set in ms as match_stream sets it)
+    the watermark has passed; a no-data batch runs when the last batch moved the watermark.
+    Returns (output, states per group, calls per batch)."""
     states: dict = {}
     timers: dict = {}
     outs: list = []
@@ -100,6 +102,8 @@ def model(spec, batches: list[pa.Table], delay_us: int = DELAY_US):
         if batch is not None:  # Spark's groupBy(key columns...): a null key is a group too
             vals = list(zip(*(batch.column(c).to_pylist() for c in spec.key_columns)))
             vals = [v[0] for v in vals] if len(spec.key_columns) == 1 else vals
+            if buckets:
+                vals = [zlib.crc32(repr(v).encode()) % buckets for v in vals]
             for k in dict.fromkeys(vals):
                 by[k] = batch.filter(pa.array([v == k for v in vals]))
         n = 0
@@ -204,6 +208,38 @@ def test_stream_equals_batch_minus_late_rows(name, columns, files):
     assert m.column("price").to_pylist() == t.column("price").take(idx).to_pylist()
     if "ts" in columns:
         assert pc.cast(m.column("ts"), pa.int64()).to_pylist() == t.column("ts").take(idx).to_pylist()
+
+
+@pytest.mark.parametrize("name,columns", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("seq", ["id", None])
+def test_buckets_of_keys_match_as_a_group_per_key(name, columns, seq):
+    """State per bucket of keys (match_stream's default): each key's matches, time-outs and late
+    rows are those of a group per key; (key, match_id) identifies a match; a replay of the same
+    batches gives the same output to the row."""
+    pattern = get_example(name).pattern
+    t = ticks_us(3000, 8, 5)
+    spec = stream_spec(t.schema, pattern, "name", "ts", columns, seq=seq, timeouts=True)
+    batches = arrival(t, 4, seed=4, late=12) + [sentinel_row(t)]
+    per_key, _, _ = model(spec, batches)
+    bucketed, states, calls = model(spec, batches, buckets=3)
+    assert len(states) <= 3 and max(calls) <= 3
+    if seq is not None:
+        assert canon(bucketed) == canon(per_key) and sum(canon(per_key).values()) > 5
+        assert late_ids(bucketed) == late_ids(per_key) == expected_late(batches[:-1])
+    else:  # a row's number counts within its group: the matches' keys, kinds and stages agree
+        def stages(c: Counter) -> Counter:
+            out: Counter = Counter()
+            for (k, ev), n in c.items():
+                out[(k, tuple(s for s, _ in ev))] += n
+            return out
+        assert stages(canon(bucketed)) == stages(canon(per_key)) and sum(canon(per_key).values()) > 5
+    assert bucketed.filter(bucketed.column("late")).num_rows == per_key.filter(per_key.column("late")).num_rows > 0
+    m = bucketed.filter(pc.is_valid(bucketed.column("match_id")))
+    pairs = Counter(zip(m.column("name").to_pylist(), m.column("match_id").to_pylist(), m.column("stage").to_pylist(),
+                        m.column("row").to_pylist()))
+    assert max(pairs.values()) == 1  # no event twice in one (key, match_id)
+    again, _, _ = model(spec, batches, buckets=3)
+    assert again.equals(bucketed)
 
 
 def test_stream_composite_key():
@@ -327,6 +363,34 @@ def test_capacity_bounds_per_key():
                                             r"max_state_bytes=2,000"):
         step(stream_spec(t.schema, p, "name", "ts", ["price"], seq="id", max_state_bytes=2_000), one.slice(0, 150),
              None, None)
+
+
+def test_capacity_error_of_a_bucket_names_its_keys():
+    p = (colcep.Pattern.begin("a").where(col("price") > 0).followed_by_any("b").where(col("price") > 0)
+         .within("1h"))
+    t = ticks_us(400, 7, 1)
+    spec = stream_spec(t.schema, p, "name", "ts", ["price"], seq="id", max_state_bytes=2_000)
+    with pytest.raises(CapacityError, match=r"the bucket of keys 'S000\d', 'S000\d', 'S000\d', 'S000\d', 'S000\d' "
+                                            r"and 2 more: its state is [\d,]+ bytes \(0 live partial matches, 400 rows "
+                                            r"waiting for the watermark\), .* spread the keys over more buckets"):
+        step(spec, t, None, None)
+
+
+def test_buckets_argument():
+    from colcep.spark.stream import BUCKETS_PER_PARTITION, _n_buckets
+
+    class Conf:
+        def get(self, name, default=None):
+            return {"spark.sql.shuffle.partitions": "6"}.get(name, default)
+
+    class Spark:
+        conf = Conf()
+
+    assert _n_buckets(Spark(), None) == 6 * BUCKETS_PER_PARTITION
+    assert _n_buckets(Spark(), 0) == 0 and _n_buckets(Spark(), 5) == 5 and _n_buckets(Spark(), np.int64(3)) == 3
+    for bad in (-1, 2.5, True, "8"):
+        with pytest.raises(colcep.InputError, match=r"buckets must be a whole number >= 0 \(0: a group per key\)"):
+            _n_buckets(Spark(), bad)
 
 
 def test_stream_spec_errors():
@@ -479,8 +543,11 @@ def sink_table(out: Path) -> pa.Table:
     return pa.concat_tables(tables) if tables else pa.table({})
 
 
-def run_job(tmp: Path, name: str, kill: str | None = None, timeout: int = 900) -> int:
+def run_job(tmp: Path, name: str, kill: str | None = None, timeout: int = 900, buckets: int | None = None) -> int:
+    """The job below in a child process; ``buckets``: match_stream's (None: its default)."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    if buckets is not None:
+        env["COLCEP_TEST_BUCKETS"] = str(buckets)
     args = [sys.executable, __file__, "job", str(tmp / "in"), str(tmp / name)]
     if kill:
         args.append(kill)
@@ -519,21 +586,25 @@ def test_spark_stream_exactly_once_and_equal_to_batch(tmp_path):
     assert canon(clean) == canon(batch) and sum(canon(batch).values()) > 10
     assert Counter(r for (k, to), _ in canon(clean) for r in [to])[True] > 0  # time-outs came out
     report = json.loads((tmp_path / "clean" / "report.json").read_text())
-    assert report["keys"] == 7 and report["bytes_per_key"] > 0
+    # 7 keys in 8 buckets (2 shuffle partitions): a group per bucket that holds a key
+    assert 1 <= report["groups"] <= 7 and report["bytes_per_group"] > 0
 
 
 @pytest.mark.spark
 def test_spark_stream_near_1970_with_bad_rows(tmp_path):
     """A real query over ticks from 90 s before 1970 (Spark's watermark starts at 0 and the
-    first event-time timers fall at or before it), with bad rows of each kind in every file: the
-    query runs through, the bad rows come out flagged, the rest as colcep.spark.match gives them."""
+    first event-time timers fall at or before it), with bad rows of each kind in every file, a
+    group per key (buckets=0): the query runs through, the bad rows come out flagged, the rest as
+    colcep.spark.match gives them."""
     t = ticks_us(2400, 6, 21, base=-90 * 10**6)
     batches = arrival(t, 4, seed=2, late=10)
     fed, want_bad = with_bad_rows(batches)
     write_files(tmp_path / "in", fed + [sentinel_row(t)])
-    assert run_job(tmp_path, "clean") == 0
+    assert run_job(tmp_path, "clean", buckets=0) == 0
     clean = sink_table(tmp_path / "clean" / "out")
     assert rejected_rows(clean) == want_bad
+    report = json.loads((tmp_path / "clean" / "report.json").read_text())
+    assert report["groups"] == 7  # a group per key: 6 and the sentinel (the null key's group keeps no state)
     late = late_ids(clean)
     assert late == expected_late(batches) and len(late) > 0
     batch = pq.read_table(tmp_path / "clean" / "batch.parquet")
@@ -570,8 +641,9 @@ def _job(src: str, work: str, kill: str | None) -> None:
     raw = spark.readStream.schema(SCHEMA_DDL).option("maxFilesPerTrigger", 1).parquet(src)
     raw = raw.mapInArrow(killer("pre"), raw.schema)
     ticks = raw.withWatermark("ts", "5 seconds")
+    buckets = os.environ.get("COLCEP_TEST_BUCKETS")
     out = match_stream(ticks, get_example(PATTERN).pattern, key="name", time="ts", columns=COLUMNS, seq="id",
-                       timeouts=True)
+                       timeouts=True, buckets=None if buckets is None else int(buckets))
     out = out.mapInArrow(killer("post"), out.schema)
     q = (out.writeStream.format("parquet").option("checkpointLocation", f"{work}/chk").outputMode("append")
          .start(f"{work}/out"))

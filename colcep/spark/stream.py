@@ -1,4 +1,4 @@
-"""colcep on Spark Structured Streaming: per-key pattern state in Spark's state store.
+"""colcep on Spark Structured Streaming: pattern state per bucket of keys in Spark's state store.
 
     from colcep.spark import local_session, match_stream
     ticks = (spark.readStream.schema(schema).parquet("incoming/")
@@ -7,11 +7,15 @@
     q = (out.writeStream.format("parquet").option("checkpointLocation", "chk/")
             .outputMode("append").start("matches/"))
 
-``match_stream`` groups the stream by the key and runs ``applyInPandasWithState``: for each
-key of a micro-batch, the key's colcep state (a one-key :class:`~colcep.Matcher` snapshot,
-``Matcher.snapshot()`` bytes) is restored, the key's new rows are matched, and the snapshot is
-stored back in Spark's state store, versioned with the micro-batch, so a query restarted from
-its checkpoint replays exactly what it had not committed.
+``match_stream`` groups the stream by a bucket of keys (``hash(key) mod buckets``, Spark's own
+hash, so a replay puts every key in the same bucket) and runs ``applyInPandasWithState``: for
+each bucket of a micro-batch, its colcep state (a :class:`~colcep.Matcher` snapshot of its keys,
+``Matcher.snapshot()`` bytes) is restored, the bucket's new rows are matched (each key's
+partial matches are its own, as in one Matcher over all keys), and the snapshot is stored back
+in Spark's state store, versioned with the micro-batch, so a query restarted from its checkpoint
+replays exactly what it had not committed. A call per bucket rather than per key is what makes
+a micro-batch cost what matching costs: a call's fixed cost (restore, snapshot, Spark's pandas
+round trip) is paid per bucket. ``buckets=0`` keeps one group per key.
 
 Event time: Spark's watermark (``withWatermark`` on the time column; Spark computes it from the
 previous micro-batches) is colcep's watermark: the Matcher is built with
@@ -20,14 +24,14 @@ it passes them and are then matched in (time, arrival) order. Rows at or behind 
 when they arrive are late: they come out as rows with ``late = true`` (never dropped, and Spark
 does not drop them either: the operator does not see the watermarked column itself). A key
 that holds waiting rows or partial matches under ``within`` asks for an event-time timeout at
-its next deadline, so a quiet key is called again when the watermark passes it: waiting rows
-are released and partial matches time out (``timed_out`` rows, trailing ``not_followed_by``)
-without a new row of that key.
+its next deadline (a bucket: the earliest of its keys'), so a quiet key is called again when the
+watermark passes it: waiting rows are released and partial matches time out (``timed_out`` rows,
+trailing ``not_followed_by``) without a new row of that key.
 
 The output has one row per matched event, as :func:`colcep.spark.match`: ``match_id`` (a
-per-key counter kept in the state, so ``(key, match_id)`` identifies a match and is the same
-after any restart), the key, ``stage``, ``row`` (the ``seq`` column's value, or without ``seq``
-the row's arrival number within its key), ``timed_out`` / ``timeout_ts`` (with
+counter per group kept in the state, so ``(key, match_id)`` identifies a match and is the same
+after any restart with the same ``buckets``), the key, ``stage``, ``row`` (the ``seq`` column's
+value, or without ``seq`` the row's arrival number within its group), ``timed_out`` / ``timeout_ts`` (with
 ``timeouts=True``), ``late``, ``rejected`` and the selected columns; a late row has ``late = true``,
 null ``match_id`` and ``stage``, and its columns.
 
@@ -41,7 +45,8 @@ Times: any timestamp Spark holds, before 1970 too. Spark's watermark starts at 0
 never goes below it: rows wait until it is positive, and a key's event-time timer is clamped to
 Spark's smallest (1 ms), so it fires with the first watermark past its deadline.
 
-The per-key step (:func:`step`) needs no Spark; tests drive it directly.
+The step of a group (:func:`step`: one key's rows, or a bucket's) needs no Spark; tests drive it
+directly.
 """
 from __future__ import annotations
 
@@ -68,8 +73,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["match_stream", "step", "KeyState", "StreamSpec", "stream_spec", "state_report",
            "DEFAULT_KEY_STATE_BYTES", "LATE", "REJECTED", "BAD_ROWS", "timer_ms"]
 
-#: Bound on one key's stored state (snapshot bytes) and on its match buffer.
+#: Bound on one group's (a bucket's) stored state (snapshot bytes) and on its match buffer.
 DEFAULT_KEY_STATE_BYTES = 64 << 20
+#: Buckets of keys per shuffle partition when ``match_stream(buckets=None)``.
+BUCKETS_PER_PARTITION = 4
 #: The output column flagging late rows.
 LATE = "late"
 #: The output column giving why a row was rejected (null: the row was taken).
@@ -77,6 +84,7 @@ REJECTED = "rejected"
 #: What ``bad_rows=`` takes: flag bad rows in the output and go on, or fail the micro-batch.
 BAD_ROWS = ("flag", "fail")
 _WM_COL = "__colcep_wm"          # carries the watermark metadata, never late (see match_stream)
+_BUCKET_COL = "__colcep_bucket"  # the group: hash(key) mod buckets
 _WM_FAR = "2261-12-31 00:00:00"  # within pandas' nanosecond range
 _DELAY_KEY = "spark.watermarkDelayMs"
 _RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts", LATE, REJECTED)
@@ -122,9 +130,9 @@ class StreamSpec(CompiledOnce):
 
 @dataclass(frozen=True)
 class KeyState:
-    """One key's stored state: its Matcher's snapshot (None while the Matcher holds no partial
-    or held match), its rows waiting for the watermark (Arrow IPC bytes, or None), and the
-    numbers its match ids and row numbers continue from."""
+    """One group's stored state (a key's, or a bucket of keys'): its Matcher's snapshot (None while
+    the Matcher holds no partial or held match), its rows waiting for the watermark (Arrow IPC
+    bytes, or None), and the numbers its match ids and row numbers continue from."""
 
     snapshot: bytes | None = None
     pending: bytes | None = None
@@ -181,20 +189,22 @@ def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str 
 
 def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
          watermark: int | None) -> tuple[pa.Table, KeyState, int | None]:
-    """One key's work in one micro-batch.
+    """One group's work in one micro-batch (a key's, or a bucket of keys': each key is matched on
+    its own, as by one Matcher over all of them).
 
-    ``rows``: the key's rows of this micro-batch (``spec.in_schema``, any order; None or empty on
-    a timer); ``state``: what the previous micro-batch stored (None for a new key);
+    ``rows``: the group's rows of this micro-batch (``spec.in_schema``, any order; None or empty on
+    a timer); ``state``: what the previous micro-batch stored (None for a new group);
     ``watermark``: the micro-batch's event-time watermark in microseconds (None: none yet).
     Returns the output rows (``spec.out_schema``: matches, time-outs, late rows), the state to
-    store and the next time (microseconds) the key must be called at even without rows (None:
+    store and the next time (microseconds) the group must be called at even without rows (None:
     only when rows come). Deterministic: the same arguments give the same results.
 
     Rows with a null key, time or ``seq`` are rejected (:data:`REJECTED`; with
     ``bad_rows="fail"`` an InputError naming the row). Rows at or behind the watermark are late. The others wait in the state until the watermark
     reaches them and then go to the key's Matcher (``out_of_orderness="watermarks"``) with the
-    watermark, in (time, ``seq``) order (without ``seq``: time, then the rows' values), whichever
-    micro-batch they came in: the order of the batch path, and the same on any replay."""
+    watermark, in (time, ``seq``) order (without ``seq``: time, then the key, then the rows' other
+    values), whichever micro-batch they came in: the order of the batch path, and the same on any
+    replay."""
     state = state or KeyState()
     late = rejected = None
     waiting = _read_rows(state.pending) if state.pending is not None else None
@@ -241,13 +251,12 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
         if deadline is not None:
             wake = deadline if wake is None else min(wake, deadline)
     if new.nbytes > spec.max_state_bytes:
-        key = m.keys[0] if m is not None and m.keys else _first_key(spec, waiting)
         raise CapacityError(
-            f"key {key!r}: its state is {new.nbytes:,} bytes "
+            f"{_whose(spec, m, waiting)}: its state is {new.nbytes:,} bytes "
             f"({0 if m is None else m.live_partial_matches:,} live partial matches, "
             f"{0 if pending is None else waiting.num_rows:,} rows waiting for the watermark), over the bound "
             f"max_state_bytes={spec.max_state_bytes:,}; tighten the pattern (within(), a more selective condition, "
-            "a skip strategy), lower the watermark delay, or raise the bound")
+            "a skip strategy), lower the watermark delay, spread the keys over more buckets, or raise the bound")
     return table, new, wake
 
 
@@ -269,9 +278,16 @@ def _reject(spec: StreamSpec, rows: pa.Table) -> tuple[tuple[pa.Table, pa.Array]
     return (rows.filter(pa.array(bad)), texts.take(pa.array(reason[bad]))), rows.filter(pa.array(~bad))
 
 
-def _first_key(spec: StreamSpec, rows: pa.Table) -> Any:
-    vals = tuple(rows.column(k)[0].as_py() for k in spec.key_columns)
-    return vals[0] if len(vals) == 1 else vals
+def _whose(spec: StreamSpec, m: Matcher | None, waiting: pa.Table | None) -> str:
+    """The group a capacity error is about: ``key 'a'``, or ``the bucket of keys 'a', 'b', ...``."""
+    keys = list(m.keys) if m is not None and m.keys else []
+    if waiting is not None and waiting.num_rows:
+        cols = [waiting.column(k).to_pylist() for k in spec.key_columns]
+        keys += [v for v in dict.fromkeys(zip(*cols) if len(cols) > 1 else cols[0]) if v not in keys]
+    if len(keys) == 1:
+        return f"key {keys[0]!r}"
+    shown = ", ".join(repr(k) for k in keys[:5]) + (f" and {len(keys) - 5:,} more" if len(keys) > 5 else "")
+    return f"the bucket of keys {shown}"
 
 
 def _write_rows(t: pa.Table) -> bytes:
@@ -299,7 +315,8 @@ def _in_order(spec: StreamSpec, rows: pa.Table) -> pa.Table:
     """The micro-batch's rows in a deterministic order: by time, then ``seq`` (else every
     column), so that replays and the batch path (which sorts by time and seq) agree."""
     cols = [spec.time] + ([spec.seq] if spec.seq is not None else
-                          [c for c in rows.column_names if c != spec.time and c not in spec.key_columns])
+                          spec.key_columns + [c for c in rows.column_names
+                                              if c != spec.time and c not in spec.key_columns])
     return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in cols]))
 
 
@@ -352,7 +369,8 @@ def _cast(c: Any, t: pa.DataType) -> Any:
 
 # ============================================================================ on Spark
 class _StreamFn:
-    """The function given to ``applyInPandasWithState``: one :func:`step` per key and call."""
+    """The function given to ``applyInPandasWithState``: one :func:`step` per group (a bucket of
+    keys, or a key) and call."""
 
     def __init__(self, spec: StreamSpec):
         self.spec = spec
@@ -412,7 +430,7 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
                  columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                  max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = "generic",
-                 bad_rows: str = "flag") -> "DataFrame":
+                 bad_rows: str = "flag", buckets: int | None = None) -> "DataFrame":
     """Find ``pattern`` per ``key`` in a streaming DataFrame; returns a streaming DataFrame of
     matches (one row per matched event) and late rows, to write in ``append`` mode.
 
@@ -422,7 +440,7 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
         Spark's watermark is colcep's; rows behind it come out with ``late = true``.
     pattern: a colcep Pattern; ``within`` windows are event time.
     key: the key column, or a sequence of columns (a composite key); each key's partial matches
-        live in Spark's state store.
+        are its own, kept in Spark's state store with those of its bucket.
     time: the event-time column, a timestamp (conditions that read it see microseconds).
     columns: input columns copied into the output (None: all; []: none).
     seq: an integer column that orders rows with equal time within a micro-batch (e.g. an
@@ -430,12 +448,18 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
         by their values, and ``row`` is the row's arrival number within its key.
     timeouts: also emit timed-out partial matches (``timed_out``, ``timeout_ts``).
     max_partial_matches: bound on one key's live partial matches.
-    max_state_bytes: bound on one key's state (its match buffer and its stored snapshot).
-    A key over a bound fails the micro-batch with ``CapacityError`` naming the key and figures.
+    max_state_bytes: bound on one group's state (a bucket's keys together, or one key's with
+        ``buckets=0``: their match buffer and stored snapshot).
+    A key or bucket over a bound fails the micro-batch with ``CapacityError`` naming the key(s) and
+    figures.
     tier: the kernel tier of every key's Matcher (:func:`colcep.spark.match`).
     bad_rows: ``"flag"`` (default): a row with a null key, time or ``seq`` comes out with
         ``rejected`` = the reason and the query goes on; ``"fail"``: it fails the micro-batch with
         an InputError naming the row.
+    buckets: the groups Spark keeps state and timers for: keys go to bucket ``hash(key) mod
+        buckets``. None (default): ``BUCKETS_PER_PARTITION`` per shuffle partition; 0: one group
+        per key (a call per key and micro-batch). Keep it when restarting a query from its
+        checkpoint (the state is stored per bucket).
     """
     pattern, key = with_key(pattern, key)
     from pyspark.sql import functions as F
@@ -461,13 +485,14 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
         raise InputError(f"the stream has no watermark on {time!r}: call df.withWatermark({time!r}, '5 seconds') "
                          "first (Spark's event-time watermark decides when rows are matched and which are late)")
     spark = df.sparkSession
-    sel = []
+    n = _n_buckets(spark, buckets)
+    sel = {}
     for c in df.columns:
         if c == time:
-            sel.append(F.unix_micros(F.col(c)).alias(c))  # plain microseconds, without the watermark mark
+            sel[c] = F.unix_micros(F.col(c)).alias(c)  # plain microseconds, without the watermark mark
         else:
-            sel.append(F.col(c).alias(c, metadata={}))
-    plain = df.select(*sel)
+            sel[c] = F.col(c).alias(c, metadata={})
+    plain = df.select(*sel.values())
     arrow_in = _to_arrow(spark, plain.schema)
     tz = spark.conf.get("spark.sql.session.timeZone", "UTC")
     spec = stream_spec(arrow_in, pattern, key, time, columns, seq=seq, timeouts=timeouts,
@@ -475,8 +500,8 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
                        out_time_type=pa.timestamp("us", tz=tz), tier=tier, bad_rows=bad_rows)
     # The operator must see a watermarked column, or Spark refuses event-time timeouts; a
     # constant far-future one is never late, so Spark drops no row: colcep decides lateness.
-    proj = plain.select(*spec.in_schema.names,
-                        F.lit(_WM_FAR).cast("timestamp").alias(_WM_COL, metadata={_DELAY_KEY: int(delay)}))
+    # (one projection of the input: what a micro-batch plans)
+    extra = [F.lit(_WM_FAR).cast("timestamp").alias(_WM_COL, metadata={_DELAY_KEY: int(delay)})]
     in_struct = {f.name: f for f in plain.schema.fields}
     out_fields = [T.StructField("match_id", T.LongType(), True),
                   *(T.StructField(k, in_struct[k].dataType, True) for k in spec.key_columns),
@@ -488,17 +513,31 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
     out_fields += [T.StructField(c, T.TimestampType() if c == time else in_struct[c].dataType, True)
                    for c in spec.columns]
 
-    return proj.groupBy(*spec.key_columns).applyInPandasWithState(
+    if n:
+        extra.append(F.pmod(F.hash(*(F.col(k) for k in spec.key_columns)), F.lit(n)).alias(_BUCKET_COL))
+    proj = df.select(*(sel[c] for c in spec.in_schema.names), *extra)
+    return proj.groupBy(*([_BUCKET_COL] if n else spec.key_columns)).applyInPandasWithState(
         _StreamFn(spec), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def _n_buckets(spark: Any, buckets: int | None) -> int:
+    """The number of key buckets (0: a group per key)."""
+    if buckets is None:
+        return BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+    if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 0:
+        raise InputError(f"buckets must be a whole number >= 0 (0: a group per key), got {buckets!r}")
+    return int(buckets)
 
 
 def state_report(query: "StreamingQuery") -> dict:
     """The state of ``match_stream``'s operator after the query's last micro-batch, from its
-    progress: keys held, bytes in memory and on the latest state version, and bytes per key."""
+    progress: the groups holding state (buckets of keys, or keys with ``buckets=0``), bytes in
+    memory and on the latest state version, and bytes per group."""
     prog = query.lastProgress
     ops = (prog or {}).get("stateOperators") or []
-    keys = sum(int(o.get("numRowsTotal", 0)) for o in ops)
+    groups = sum(int(o.get("numRowsTotal", 0)) for o in ops)
     mem = sum(int(o.get("memoryUsedBytes", 0)) for o in ops)
     disk = sum(int((o.get("customMetrics") or {}).get("stateOnCurrentVersionSizeBytes", 0)) for o in ops)
-    return {"batch": (prog or {}).get("batchId"), "keys": keys, "memory_bytes": mem, "version_bytes": disk,
-            "bytes_per_key": (disk / keys) if keys else 0.0, "memory_bytes_per_key": (mem / keys) if keys else 0.0}
+    return {"batch": (prog or {}).get("batchId"), "groups": groups, "memory_bytes": mem, "version_bytes": disk,
+            "bytes_per_group": (disk / groups) if groups else 0.0,
+            "memory_bytes_per_group": (mem / groups) if groups else 0.0}
