@@ -238,8 +238,50 @@ def test_buckets_of_keys_match_as_a_group_per_key(name, columns, seq):
     pairs = Counter(zip(m.column("name").to_pylist(), m.column("match_id").to_pylist(), m.column("stage").to_pylist(),
                         m.column("row").to_pylist()))
     assert max(pairs.values()) == 1  # no event twice in one (key, match_id)
-    again, _, _ = model(spec, batches, buckets=3)
+    # a replay gets the rows of each micro-batch in another order (Spark's shuffle does not keep it)
+    rng = np.random.default_rng(1)
+    again, _, _ = model(spec, [b.take(pa.array(rng.permutation(b.num_rows))) for b in batches], buckets=3)
     assert again.equals(bucketed)
+
+
+def test_buckets_replay_equal_with_a_seq_per_key():
+    """seq numbers each key's rows (as a per-symbol sequence does): rows of a bucket's keys share
+    (time, seq), and the order they are matched in, so their match ids, is the same on a replay
+    that gets them in another order."""
+    pattern = get_example("paper_query3").pattern
+    t = ticks_us(3000, 8, 5)
+    names = t.column("name").to_numpy(zero_copy_only=False)
+    n = np.zeros(len(names), np.int64)
+    for k in set(names):
+        n[names == k] = np.arange(np.count_nonzero(names == k))
+    t = t.append_column("n", pa.array(n)).set_column(2, "ts", pc.multiply(pc.divide(t.column("ts"), 10**7), 10**7))
+    spec = stream_spec(t.schema, pattern, "name", "ts", ["price"], seq="n", timeouts=True)
+    batches = arrival(t, 4, seed=4, late=0) + [sentinel_row(t)]
+    first, _, _ = model(spec, batches, buckets=2)
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        again, _, _ = model(spec, [b.take(pa.array(rng.permutation(b.num_rows))) for b in batches], buckets=2)
+        assert again.equals(first)
+    assert first.num_rows > 20
+
+
+def test_history_is_state_a_key_keeps():
+    """prev() reaches the key's row of an earlier micro-batch even when the key holds no partial
+    match in between (its Matcher is not idle while it carries rows prev reaches): the batch
+    path's matches, whether the key has a group of its own or shares a bucket."""
+    p = (colcep.Pattern.begin("a").where(col("price") > colcep.prev("price") + 5)
+         .followed_by("b").where(col("price") > 1000).within("1h"))
+    t = pa.table({"id": pa.array(range(5), pa.int64()), "name": ["A", "A", "B", "A", "A"],
+                  "ts": pa.array([BASE_US + i * 10**6 for i in range(5)], pa.int64()),
+                  "price": [100.0, 90.0, 50.0, 96.0, 1500.0], "volume": [1.0] * 5})
+    want = batch_matches(t, p, timeouts=False)
+    assert want.column("row").to_pylist() == [3, 4]  # a = 96 (> 90 + 5), b = 1500
+    spec = stream_spec(t.schema, p, "name", "ts", ["price"], seq="id")
+    # A's first rows are matched (and its Matcher holds no partial match) before 96 arrives
+    batches = [t.slice(0, 2), t.slice(2, 1), t.slice(3, 1), t.slice(4, 1), sentinel_row(t)]
+    for buckets in (0, 1):
+        got, _, _ = model(spec, batches, delay_us=0, buckets=buckets)
+        assert canon(got) == canon(want), buckets
 
 
 def test_stream_composite_key():
@@ -265,9 +307,11 @@ def test_stream_composite_key():
 
 
 @pytest.mark.parametrize("name,window_s,spread", [("paper_query3", 30, 30), ("spike_no_recovery", 300, 200)])
-def test_quiet_keys_time_out_at_the_watermark(name, window_s, spread):
+@pytest.mark.parametrize("buckets", [0, 2])
+def test_quiet_keys_time_out_at_the_watermark(name, window_s, spread, buckets):
     """Keys that stop sending rows: their open partial matches time out, and a trailing
-    not_followed_by emits, on the event-time timer alone (no later row of theirs)."""
+    not_followed_by emits, on the event-time timer alone (no later row of theirs), whether a quiet
+    key has a group of its own or shares a bucket with busy keys."""
     t = ticks_us(4000, 6, 9, spread=spread)
     names = t.column("name").to_numpy(zero_copy_only=False)
     ts = t.column("ts").to_numpy()
@@ -284,7 +328,7 @@ def test_quiet_keys_time_out_at_the_watermark(name, window_s, spread):
     t = t.set_column(t.schema.get_field_index("price"), "price", pa.array(price))
     pattern = get_example(name).pattern
     spec = stream_spec(t.schema, pattern, "name", "ts", ["price"], seq="id", timeouts=True)
-    got, states, calls = model(spec, arrival(t, 6, seed=3, late=0))  # no sentinel: the others move the watermark
+    got, states, calls = model(spec, arrival(t, 6, seed=3, late=0), buckets=buckets)  # the others move the watermark
     want = batch_matches(t, pattern, timeouts=True)
     # a quiet key's matches whose window ended by the final watermark are out, no others
     wm_final = int(ts.max()) // 1000 * 1000 - DELAY_US
@@ -297,10 +341,10 @@ def test_quiet_keys_time_out_at_the_watermark(name, window_s, spread):
     assert any(to for (_, to), _ in due)  # timed-out partial matches
     if name == "spike_no_recovery":  # and the spikes with no recovery, released by the window's end alone
         assert sum(1 for (k, to), ev in due if not to and [s for s, _ in ev] == ["base", "spike"]) == len(quiet)
-    # once their windows are over the quiet keys hold no partial match, only their id counters
-    for k in quiet:
-        assert states[k].snapshot is None and states[k].pending is None
-    assert calls[-1] > 0  # the last, no-data batch called keys on their timers
+    if not buckets:  # once their windows are over the quiet keys hold no partial match, only their id counters
+        for k in quiet:
+            assert states[k].snapshot is None and states[k].pending is None
+    assert calls[-1] > 0  # the last, no-data batch called groups on their timers
 
 
 def test_state_collapses_when_a_key_holds_nothing_and_ids_continue():
@@ -374,6 +418,19 @@ def test_capacity_error_of_a_bucket_names_its_keys():
                                             r"and 2 more: its state is [\d,]+ bytes \(0 live partial matches, 400 rows "
                                             r"waiting for the watermark\), .* spread the keys over more buckets"):
         step(spec, t, None, None)
+
+
+def test_a_restart_with_other_buckets_fails_at_once():
+    from colcep.spark.stream import check_buckets
+
+    check_buckets(8, 8)
+    check_buckets(0, 0)
+    with pytest.raises(colcep.InputError, match=r"checkpoint holds state kept in 8 buckets of keys, but match_stream "
+                                                r"now groups the keys in 16 buckets of keys; restart it with "
+                                                r"match_stream\(\.\.\., buckets=8\)"):
+        check_buckets(8, 16)
+    with pytest.raises(colcep.InputError, match=r"kept in a group per key \(buckets=0\), .* buckets=0\)"):
+        check_buckets(0, 8)
 
 
 def test_buckets_argument():
@@ -587,7 +644,7 @@ def test_spark_stream_exactly_once_and_equal_to_batch(tmp_path):
     assert Counter(r for (k, to), _ in canon(clean) for r in [to])[True] > 0  # time-outs came out
     report = json.loads((tmp_path / "clean" / "report.json").read_text())
     # 7 keys in 8 buckets (2 shuffle partitions): a group per bucket that holds a key
-    assert 1 <= report["groups"] <= 7 and report["bytes_per_group"] > 0
+    assert report["groups"] == report["buckets_with_keys"] <= 7 and report["bytes_per_group"] > 0
 
 
 @pytest.mark.spark
@@ -604,7 +661,8 @@ def test_spark_stream_near_1970_with_bad_rows(tmp_path):
     clean = sink_table(tmp_path / "clean" / "out")
     assert rejected_rows(clean) == want_bad
     report = json.loads((tmp_path / "clean" / "report.json").read_text())
-    assert report["groups"] == 7  # a group per key: 6 and the sentinel (the null key's group keeps no state)
+    # a group per key: 6 and the sentinel (the null key's group keeps no state)
+    assert report["groups"] == report["buckets_with_keys"] == 7
     late = late_ids(clean)
     assert late == expected_late(batches) and len(late) > 0
     batch = pq.read_table(tmp_path / "clean" / "batch.parquet")
@@ -666,6 +724,10 @@ def _job(src: str, work: str, kill: str | None) -> None:
         batch = match(data.withColumn("ts", F.unix_micros("ts")), get_example(PATTERN).pattern, key="name",
                       time="ts", columns=["price"], seq="id", timeouts=True, time_unit="us")
         pq.write_table(batch.toArrow(), f"{work}/batch.parquet")
+        n = int(buckets) if buckets is not None else 4 * int(spark.conf.get("spark.sql.shuffle.partitions"))
+        keys = spark.read.schema(SCHEMA_DDL).parquet(src).where(F.col("name").isNotNull())
+        report["buckets_with_keys"] = keys.select(F.pmod(F.hash("name"), F.lit(n)) if n else F.col("name")) \
+            .distinct().count()
         Path(f"{work}/report.json").write_text(json.dumps(report))
     spark.stop()
 

@@ -233,11 +233,14 @@ class Matcher:
     @property
     def is_idle(self) -> bool:
         """Nothing is carried: no partial or held match, no row waiting for the watermark, no
-        key whose start a STOP state ended (such a Matcher can be dropped and made anew)."""
+        key whose start a STOP state ended, no row that ``prev`` / ``rolling`` still reach (such a
+        Matcher can be dropped and made anew)."""
         st = self._state
+        h = st.history
         return (st.live_runs == 0 and all(p.held.node.shape[0] == 0 and not bool(p.start_dead.any())
                                           for p in st.parts())
-                and (st.pending is None or st.pending.num_rows == 0))
+                and (st.pending is None or st.pending.num_rows == 0)
+                and (h is None or (h.ts.shape[0] == 0 and not bool(h.count.any()))))
 
     @property
     def next_deadline(self) -> int | None:

@@ -71,7 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["match_stream", "step", "KeyState", "StreamSpec", "stream_spec", "state_report",
-           "DEFAULT_KEY_STATE_BYTES", "LATE", "REJECTED", "BAD_ROWS", "timer_ms"]
+           "DEFAULT_KEY_STATE_BYTES", "LATE", "REJECTED", "BAD_ROWS", "timer_ms", "check_buckets"]
 
 #: Bound on one group's (a bucket's) stored state (snapshot bytes) and on its match buffer.
 DEFAULT_KEY_STATE_BYTES = 64 << 20
@@ -90,10 +90,10 @@ _DELAY_KEY = "spark.watermarkDelayMs"
 _RESERVED = ("match_id", "stage", "row", "timed_out", "timeout_ts", LATE, REJECTED)
 
 
-# ============================================================================ the per-key step
+# ============================================================================ the step of a group
 @dataclass(frozen=True)
 class StreamSpec(CompiledOnce):
-    """What each key's step needs, shipped to the executors as plain data."""
+    """What each group's step needs, shipped to the executors as plain data."""
 
     pattern: Pattern
     key: "str | list[str]"
@@ -158,7 +158,7 @@ def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str 
     from colcep.spark.batch import _arrow_kind, _check_columns
 
     if key is None:
-        raise InputError("match_stream needs a key column (key=...): Spark keeps the state per key")
+        raise InputError("match_stream needs a key column (key=...): each key's partial matches are its own")
     if bad_rows not in BAD_ROWS:
         raise InputError(f"bad_rows must be one of {BAD_ROWS}, got {bad_rows!r}")
     key = normalize_key(key, time)
@@ -201,10 +201,9 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
 
     Rows with a null key, time or ``seq`` are rejected (:data:`REJECTED`; with
     ``bad_rows="fail"`` an InputError naming the row). Rows at or behind the watermark are late. The others wait in the state until the watermark
-    reaches them and then go to the key's Matcher (``out_of_orderness="watermarks"``) with the
-    watermark, in (time, ``seq``) order (without ``seq``: time, then the key, then the rows' other
-    values), whichever micro-batch they came in: the order of the batch path, and the same on any
-    replay."""
+    reaches them and then go to the group's Matcher (``out_of_orderness="watermarks"``) with the
+    watermark, in (time, ``seq``, key, other values) order, whichever micro-batch they came in
+    and in whatever order: the order of the batch path, and the same on any replay."""
     state = state or KeyState()
     late = rejected = None
     waiting = _read_rows(state.pending) if state.pending is not None else None
@@ -216,7 +215,7 @@ def step(spec: StreamSpec, rows: pa.Table | None, state: KeyState | None,
         if watermark is not None:
             is_late = time_values(rows, spec.time) <= watermark
             if is_late.any():
-                late, rows = rows.filter(pa.array(is_late)), rows.filter(pa.array(~is_late))
+                late, rows = _in_order(spec, rows.filter(pa.array(is_late))), rows.filter(pa.array(~is_late))
         waiting = rows if waiting is None else pa.concat_tables([waiting, rows])
     due = None
     if watermark is not None and waiting is not None and waiting.num_rows:
@@ -275,15 +274,18 @@ def _reject(spec: StreamSpec, rows: pa.Table) -> tuple[tuple[pa.Table, pa.Array]
                          "drop or fill such rows, or use bad_rows='flag' to have them come out flagged while the "
                          "query goes on")
     texts = pa.array([f"{role} column {c!r} is null" for role, c in checks])
-    return (rows.filter(pa.array(bad)), texts.take(pa.array(reason[bad]))), rows.filter(pa.array(~bad))
+    order = _order(spec, rows.filter(pa.array(bad)))
+    return ((rows.filter(pa.array(bad)).take(order), texts.take(pa.array(reason[bad])).take(order)),
+            rows.filter(pa.array(~bad)))
 
 
 def _whose(spec: StreamSpec, m: Matcher | None, waiting: pa.Table | None) -> str:
     """The group a capacity error is about: ``key 'a'``, or ``the bucket of keys 'a', 'b', ...``."""
-    keys = list(m.keys) if m is not None and m.keys else []
+    keys = dict.fromkeys(m.keys if m is not None else [])
     if waiting is not None and waiting.num_rows:
         cols = [waiting.column(k).to_pylist() for k in spec.key_columns]
-        keys += [v for v in dict.fromkeys(zip(*cols) if len(cols) > 1 else cols[0]) if v not in keys]
+        keys.update(dict.fromkeys(zip(*cols) if len(cols) > 1 else cols[0]))
+    keys = list(keys)
     if len(keys) == 1:
         return f"key {keys[0]!r}"
     shown = ", ".join(repr(k) for k in keys[:5]) + (f" and {len(keys) - 5:,} more" if len(keys) > 5 else "")
@@ -312,12 +314,17 @@ def _restore(spec: StreamSpec, snapshot: bytes) -> Matcher:
 
 
 def _in_order(spec: StreamSpec, rows: pa.Table) -> pa.Table:
-    """The micro-batch's rows in a deterministic order: by time, then ``seq`` (else every
-    column), so that replays and the batch path (which sorts by time and seq) agree."""
-    cols = [spec.time] + ([spec.seq] if spec.seq is not None else
-                          spec.key_columns + [c for c in rows.column_names
-                                              if c != spec.time and c not in spec.key_columns])
-    return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in cols]))
+    """The rows in a deterministic order whatever order they came in: by time, then ``seq``, then
+    the key (rows of a bucket's keys may share a time and a ``seq``), then the other columns, so
+    that replays agree, and agree with the batch path (which sorts each key's rows by time and
+    seq)."""
+    return rows.take(_order(spec, rows))
+
+
+def _order(spec: StreamSpec, rows: pa.Table) -> pa.Array:
+    rest = [c for c in rows.column_names if c not in (spec.time, spec.seq) and c not in spec.key_columns]
+    cols = [spec.time] + ([spec.seq] if spec.seq is not None else []) + spec.key_columns + rest
+    return pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in cols])
 
 
 def _to_out_time(spec: StreamSpec, a: Any, field: pa.Field) -> pa.Array:
@@ -370,10 +377,12 @@ def _cast(c: Any, t: pa.DataType) -> Any:
 # ============================================================================ on Spark
 class _StreamFn:
     """The function given to ``applyInPandasWithState``: one :func:`step` per group (a bucket of
-    keys, or a key) and call."""
+    keys, or a key, ``buckets=0``) and call. The state row records ``buckets``: a query restarted
+    from its checkpoint with another count (keys would meet state kept under other buckets)
+    fails at once instead of matching wrongly."""
 
-    def __init__(self, spec: StreamSpec):
-        self.spec = spec
+    def __init__(self, spec: StreamSpec, buckets: int):
+        self.spec, self.buckets = spec, buckets
 
     def __call__(self, key: tuple, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         from colcep.spark.batch import _warm_kernels
@@ -383,20 +392,35 @@ class _StreamFn:
         parts = [_from_pandas(p, spec.in_schema) for p in pdfs if len(p)]
         rows = pa.concat_tables(parts) if parts else None
         wm_ms = _watermark_ms(state)
-        prev = KeyState(*state.get) if state.exists else None
+        prev = None
+        if state.exists:
+            *kept, buckets = state.get
+            check_buckets(buckets, self.buckets)
+            prev = KeyState(*kept)
         out, new, wake = step(spec, rows, prev, wm_ms * 1000 if wm_ms > 0 else None)
         if state.exists or new != KeyState():  # (a group of rejected rows alone keeps no state)
-            state.update(new.as_tuple())
+            state.update(new.as_tuple() + (self.buckets,))
         if wake is not None:
             state.setTimeoutTimestamp(timer_ms(wake, wm_ms))
         if out.num_rows:
             yield out.to_pandas()
 
 
+def check_buckets(stored: int, now: int) -> None:
+    """A group's state was stored under ``stored`` buckets: the query must run with as many."""
+    if stored != now:
+        def say(n: int) -> str:
+            return "a group per key (buckets=0)" if n == 0 else f"{n} buckets of keys"
+        raise InputError(
+            f"this query's checkpoint holds state kept in {say(stored)}, but match_stream now groups the keys "
+            f"in {say(now)}; restart it with match_stream(..., buckets={stored}) (the default follows "
+            "spark.sql.shuffle.partitions), or from a new checkpoint")
+
+
 def _from_pandas(pdf: Any, schema: pa.Schema) -> pa.Table:
-    """A key's rows as Spark hands them (pandas) in ``schema``, converted column by column as
+    """A group's rows as Spark hands them (pandas) in ``schema``, converted column by column as
     ``pa.Table.from_pandas`` would (NaN becomes null), without its pandas metadata work: 0.1 ms
-    instead of 0.5 ms for a key's 500 rows, paid per key and micro-batch."""
+    instead of 0.5 ms for 500 rows, paid per group and micro-batch."""
     return pa.Table.from_arrays([pa.Array.from_pandas(pdf[f.name], type=f.type) for f in schema], schema=schema)
 
 
@@ -423,7 +447,8 @@ def _state_struct():
     return T.StructType([T.StructField("snapshot", T.BinaryType(), True),
                          T.StructField("pending", T.BinaryType(), True),
                          T.StructField("id_base", T.LongType(), False),
-                         T.StructField("row_base", T.LongType(), False)])
+                         T.StructField("row_base", T.LongType(), False),
+                         T.StructField("buckets", T.LongType(), False)])
 
 
 def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
@@ -445,14 +470,14 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
     columns: input columns copied into the output (None: all; []: none).
     seq: an integer column that orders rows with equal time within a micro-batch (e.g. an
         arrival id) and becomes the output's ``row``; without it rows of equal time are ordered
-        by their values, and ``row`` is the row's arrival number within its key.
+        by their key and values, and ``row`` is the row's number within its group (bucket).
     timeouts: also emit timed-out partial matches (``timed_out``, ``timeout_ts``).
     max_partial_matches: bound on one key's live partial matches.
     max_state_bytes: bound on one group's state (a bucket's keys together, or one key's with
         ``buckets=0``: their match buffer and stored snapshot).
     A key or bucket over a bound fails the micro-batch with ``CapacityError`` naming the key(s) and
     figures.
-    tier: the kernel tier of every key's Matcher (:func:`colcep.spark.match`).
+    tier: the kernel tier of every group's Matcher (:func:`colcep.spark.match`).
     bad_rows: ``"flag"`` (default): a row with a null key, time or ``seq`` comes out with
         ``rejected`` = the reason and the query goes on; ``"fail"``: it fails the micro-batch with
         an InputError naming the row.
@@ -517,13 +542,14 @@ def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str |
         extra.append(F.pmod(F.hash(*(F.col(k) for k in spec.key_columns)), F.lit(n)).alias(_BUCKET_COL))
     proj = df.select(*(sel[c] for c in spec.in_schema.names), *extra)
     return proj.groupBy(*([_BUCKET_COL] if n else spec.key_columns)).applyInPandasWithState(
-        _StreamFn(spec), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
+        _StreamFn(spec, n), T.StructType(out_fields), _state_struct(), "append", GroupStateTimeout.EventTimeTimeout)
 
 
 def _n_buckets(spark: Any, buckets: int | None) -> int:
     """The number of key buckets (0: a group per key)."""
     if buckets is None:
-        return BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+        parts = spark.conf.get("spark.sql.shuffle.partitions", "200")
+        return BUCKETS_PER_PARTITION * (int(parts) if str(parts).isdigit() else 200)
     if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 0:
         raise InputError(f"buckets must be a whole number >= 0 (0: a group per key), got {buckets!r}")
     return int(buckets)
