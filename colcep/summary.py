@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colcep.engine.keys import dictionary_encoded
 from colcep.engine.many import PATTERN_COL
 
 
@@ -161,7 +162,7 @@ def unique_match_ids(matches: pa.Table) -> pa.Table:
     id, for showing and drawing. Without one, the table as it is."""
     if PATTERN_COL not in matches.column_names or matches.num_rows == 0:
         return matches
-    codes = pc.dictionary_encode(matches.column(PATTERN_COL).combine_chunks()).indices
+    codes = dictionary_encoded(matches.column(PATTERN_COL)).indices
     ids = matches.column("match_id").to_numpy()
     uid = codes.to_numpy(zero_copy_only=False).astype(np.int64) * (int(ids.max()) + 1) + ids
     return matches.set_column(matches.schema.get_field_index("match_id"), "match_id", pa.array(uid))

@@ -274,9 +274,9 @@ def _reject(spec: StreamSpec, rows: pa.Table) -> tuple[tuple[pa.Table, pa.Array]
                          "drop or fill such rows, or use bad_rows='flag' to have them come out flagged while the "
                          "query goes on")
     texts = pa.array([f"{role} column {c!r} is null" for role, c in checks])
-    order = _order(spec, rows.filter(pa.array(bad)))
-    return ((rows.filter(pa.array(bad)).take(order), texts.take(pa.array(reason[bad])).take(order)),
-            rows.filter(pa.array(~bad)))
+    flagged = rows.filter(pa.array(bad))
+    order = _order(spec, flagged)
+    return (flagged.take(order), texts.take(pa.array(reason[bad])).take(order)), rows.filter(pa.array(~bad))
 
 
 def _whose(spec: StreamSpec, m: Matcher | None, waiting: pa.Table | None) -> str:
