@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
-ARITH_OPS = ("+", "-", "*", "/")
+ARITH_OPS = ("+", "-", "*", "/", "quot")
 AGG_FUNCS = ("first", "last", "sum", "count", "avg", "min", "max")
 ROLL_FUNCS = ("sum", "mean", "min", "max", "count")
 HIST_OPS = ("prev", "roll")
@@ -53,6 +53,10 @@ class Expr:
     def __truediv__(self, o): return self._bin("/", o)
     def __rtruediv__(self, o): return self._bin("/", o, True)
     def __neg__(self): return Expr("arith", ("-", lit(0.0), self))
+
+    def quot(self, other: Any) -> "Expr":
+        """The quotient truncated toward zero (SQL's division of integers: 7 / 2 is 3, -7 / 2 is -3)."""
+        return self._bin("quot", other)
     def __eq__(self, o): return self._bin("==", o)  # type: ignore[override]
     def __ne__(self, o): return self._bin("!=", o)  # type: ignore[override]
     def __lt__(self, o): return self._bin("<", o)
@@ -143,6 +147,8 @@ class Expr:
                             f", within={within!r}" if within is not None else "",
                             ", include_current=True" if cur else ""])
             return f"rolling({src!r}, {func!r}{opts})"
+        if op == "arith" and a[0] == "quot":
+            return f"{a[1]!r}.quot({a[2]!r})"
         if op in ("arith", "cmp"):
             return f"({a[1]!r} {a[0]} {a[2]!r})"
         if op in ("and", "or"):

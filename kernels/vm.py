@@ -20,7 +20,7 @@ OP_COL, OP_CONST, OP_MASK, OP_AGG, OP_ARITH, OP_CMP, OP_AND, OP_OR, OP_NOT, OP_I
 # aggregate functions
 AGG_FIRST, AGG_LAST, AGG_SUM, AGG_COUNT, AGG_AVG, AGG_MIN, AGG_MAX = range(7)
 # arithmetic / comparison operators
-A_ADD, A_SUB, A_MUL, A_DIV = range(4)
+A_ADD, A_SUB, A_MUL, A_DIV, A_QUOT = range(5)
 C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE = range(6)
 # V group layout
 V_N, V_VALID, V_SUM, V_MIN, V_MAX, V_FIRST, V_LAST, V_FIRST_POS, V_LAST_POS = range(9)
@@ -194,8 +194,10 @@ def eval_value(code, start, end, consts, row, masks, cols, v, voff, stack):
                 r = a - b
             elif k == A_MUL:
                 r = a * b
-            else:
+            elif k == A_DIV:
                 r = a / b
+            else:                   # A_QUOT: truncated toward zero
+                r = np.trunc(a / b)
             stack[sp - 2] = r
             sp -= 1
             pc += 2

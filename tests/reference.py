@@ -152,6 +152,17 @@ class HeldMatches:
         self.items = [(k, r) for k, r in self.items if not any(v == r for v in victims)]
 
 
+class FlinkHeldMatches(JavaPriorityQueue):
+    """Flink's own ``completedMatches``: a ``java.util.PriorityQueue`` by start event, ties in
+    its heap's order (colcep's one deliberate divergence, SEMANTICS.md point 15)."""
+
+    def __init__(self, nfa: "ReferenceNFA"):
+        super().__init__(run_key)
+
+    def add_all(self, runs, end: int) -> None:       # noqa: ARG002 - Flink ignores where a match ends
+        super().add_all(runs)
+
+
 # ----------------------------------------------------------------------------- runs and buffer
 @dataclass(frozen=True)
 class Run:
@@ -266,7 +277,8 @@ def eval_expr(e, event: dict, match: "dict | None") -> Any:
         for s in stages:
             evs.extend((match or {}).get(s, []))
         evs.sort(key=lambda x: x["__pos"])
-        vals = [_num(x.get(fld)) for x in evs] if fld is not None else [1.0] * len(evs)
+        vals = ([_num(x.get(fld)) if isinstance(fld, str) else _num(eval_expr(fld, x, None)) for x in evs]
+                if fld is not None else [1.0] * len(evs))
         vals = [v for v in vals if v is not None]
         if func == "count":
             return float(len(evs))
@@ -276,6 +288,9 @@ def eval_expr(e, event: dict, match: "dict | None") -> Any:
             return None
         return {"avg": lambda: sum(vals) / len(vals), "min": lambda: min(vals), "max": lambda: max(vals),
                 "first": lambda: vals[0], "last": lambda: vals[-1]}[func]()
+    if op == "prev":       # the key's k-th earlier event, from the events before this one ("__history")
+        hist = event.get("__history") or []
+        return _num(eval_expr(a[0], hist[-a[1]], None)) if len(hist) >= a[1] else None
     if op == "arith":
         x, y = eval_expr(a[1], event, match), eval_expr(a[2], event, match)
         if x is None or y is None:
@@ -287,8 +302,12 @@ def eval_expr(e, event: dict, match: "dict | None") -> Any:
         if a[0] == "*":
             return x * y
         if y == 0:
-            return math.inf if x > 0 else -math.inf if x < 0 else None
-        return x / y
+            q = math.inf if x > 0 else -math.inf if x < 0 else None
+        else:
+            q = x / y
+        if a[0] == "quot" and q is not None and math.isfinite(q):
+            return float(math.trunc(q))          # SQL's integer division: toward zero
+        return q
     if op == "cmp":
         x, y = eval_expr(a[1], event, match), eval_expr(a[2], event, match)
         if x is None or y is None:
@@ -312,7 +331,8 @@ def eval_expr(e, event: dict, match: "dict | None") -> Any:
 class ReferenceNFA:
     """One key's NFA: Flink's ``NFA`` + ``NFAState`` + the operator's per-event driving."""
 
-    def __init__(self, prog: NFAProgram, window: int, events: list[dict], timeouts: bool = False):
+    def __init__(self, prog: NFAProgram, window: int, events: list[dict], timeouts: bool = False,
+                 held: str = "colcep"):
         self.p = prog
         self.window = window
         self.events = events  # global event list (position -> event dict with "__pos", "__ts")
@@ -320,7 +340,7 @@ class ReferenceNFA:
         self.buf = SharedBuffer()
         self.partial = JavaPriorityQueue(run_key)
         self.partial.add(Run(prog.start_state, None, (1,), -1, None))
-        self.completed = HeldMatches(self)
+        self.completed = (HeldMatches if held == "colcep" else FlinkHeldMatches)(self)
         self.skip_code = prog.pattern.skip_strategy.code
         sk = prog.pattern.skip_strategy.stage
         self.skip_stage = prog.stage_names.index(sk) if sk is not None else -1
@@ -527,13 +547,14 @@ def _self_increase(ignore: int, take: int) -> int:
 
 
 def run_reference(prog: NFAProgram, events: list[dict], key: "str | None", window: int,
-                  timeouts: bool = False) -> tuple[list, list]:
+                  timeouts: bool = False, held: str = "colcep") -> tuple[list, list]:
     """Match ``events`` (dicts with the time in ``"__ts"``, in arrival order) one key at a time.
 
     Returns (matches, timed_out): each match maps stage -> event positions; each timed-out
     partial match is (stage -> positions, timeout timestamp). Keys are processed as Flink's
     keyed operator does: every event advances its own key's time, then the final watermark
-    closes every key (in order of first appearance).
+    closes every key (in order of first appearance). ``held="flink"`` breaks ties among held
+    matches as Flink's heap does (colcep's divergence, SEMANTICS.md point 15).
     """
     nfas: dict = {}
     matches: list = []
@@ -543,7 +564,7 @@ def run_reference(prog: NFAProgram, events: list[dict], key: "str | None", windo
         k = ev.get(key) if key else None
         nfa = nfas.get(k)
         if nfa is None:
-            nfa = nfas[k] = ReferenceNFA(prog, window, events, timeouts)
+            nfa = nfas[k] = ReferenceNFA(prog, window, events, timeouts, held)
         m, t = nfa.advance_time(ev["__ts"], pos)
         matches.extend(m)
         timed.extend(t)

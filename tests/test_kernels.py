@@ -317,7 +317,7 @@ def num_exprs(draw, depth=0):
             return cc.count(of=of)
         return getattr(cc, fn)(draw(st.sampled_from(FIELDS)), of=of)
     a, b = draw(num_exprs(depth + 1)), draw(num_exprs(depth + 1))
-    return [a + b, a - b, a * b, a / b][draw(st.integers(0, 3))]
+    return [a + b, a - b, a * b, a / b, a.quot(b)][draw(st.integers(0, 4))]
 
 
 @st.composite

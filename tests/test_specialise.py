@@ -51,6 +51,7 @@ def _patterns():
                                         & ~last("volume", of="b").is_null()
                                         & (count(of="b") * 1.0 != E.sum("price", of=["a", "b"]))
                                         & (last("price", of="a") < col("volume") + 1.0)
+                                        & (last("volume", of="a").quot(2.0) <= col("price").quot(-0.5) + 9.0)
                                         & (col("name") == "x")).one_or_more()
                 .followed_by("c").where((col("price") > last("price", of="a")) | (col("volume") < 2.0))
                 .followed_by("d").where(~(col("price") < last("volume", of="c") * 2.0))

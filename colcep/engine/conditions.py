@@ -26,7 +26,7 @@ from colcep.kernels.codes import COND_MASK, COND_NOT, COND_PROGRAM, FINAL, STOP,
 
 _AGG = {"first": vm.AGG_FIRST, "last": vm.AGG_LAST, "sum": vm.AGG_SUM, "count": vm.AGG_COUNT,
         "avg": vm.AGG_AVG, "min": vm.AGG_MIN, "max": vm.AGG_MAX}
-_ARITH = {"+": vm.A_ADD, "-": vm.A_SUB, "*": vm.A_MUL, "/": vm.A_DIV}
+_ARITH = {"+": vm.A_ADD, "-": vm.A_SUB, "*": vm.A_MUL, "/": vm.A_DIV, "quot": vm.A_QUOT}
 _CMP = {"==": vm.C_EQ, "!=": vm.C_NE, "<": vm.C_LT, "<=": vm.C_LE, ">": vm.C_GT, ">=": vm.C_GE}
 _BOOL_OPS = ("cmp", "and", "or", "not", "isin", "isnull", "true")
 
@@ -396,6 +396,8 @@ def evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
     if op == "arith":
         x, y = evaluate(a[1], env, n, strings), evaluate(a[2], env, n, strings)
         with np.errstate(all="ignore"):
+            if a[0] == "quot":
+                return np.trunc(np.divide(x, y))
             return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[a[0]](x, y)
     if op == "cmp":
         x, y = evaluate(a[1], env, n, strings), evaluate(a[2], env, n, strings)

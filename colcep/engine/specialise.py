@@ -141,8 +141,12 @@ def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: 
             pc += 3 + ng
         elif op == vm.OP_ARITH:
             b, a = _as_float(stack.pop()), _as_float(stack.pop())
-            sym = {vm.A_ADD: "+", vm.A_SUB: "-", vm.A_MUL: "*", vm.A_DIV: "/"}[int(code[pc + 1])]
-            stack.append(("f", f"({a} {sym} {b})"))
+            k = int(code[pc + 1])
+            if k == vm.A_QUOT:
+                stack.append(("f", f"np.trunc({a} / {b})"))
+            else:
+                sym = {vm.A_ADD: "+", vm.A_SUB: "-", vm.A_MUL: "*", vm.A_DIV: "/"}[k]
+                stack.append(("f", f"({a} {sym} {b})"))
             pc += 2
         elif op == vm.OP_CMP:
             b, a = _as_float(stack.pop()), _as_float(stack.pop())

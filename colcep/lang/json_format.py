@@ -52,7 +52,7 @@ colcep Pattern can hold, so every conformance case's pattern loads as it is::
        "include_current": false}          // sum | mean | min | max | count over the key's preceding
                                           // events: "rows" and/or "within" (a duration string or an
                                           // integer in the time column's unit); include_current optional
-      {"arith": "+", "args": [EXPR, EXPR]}  // + - * /
+      {"arith": "+", "args": [EXPR, EXPR]}  // + - * / quot (division truncated toward zero)
 
 Stage fields other than ``name`` and ``connect`` may be left out (their defaults above).
 Unknown fields are errors. Every error is a :class:`PatternJSONError` whose message

@@ -24,7 +24,7 @@ from colcep.lang.sql.query import _analyse
 from colcep.lang.sql.run import run as _sql
 
 
-def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
+def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "cep", **tables: Any):
     """Run a MATCH_RECOGNIZE query on Spark; returns a Spark DataFrame. ``tables`` maps the
     query's table name to a DataFrame; a name not given is read with ``spark.table(name)``
     (a temporary view or catalog table)."""
@@ -33,7 +33,7 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
 
     from colcep.spark.batch import _to_arrow
 
-    q = _analyse(query, None)
+    q = _analyse(query, None, semantics)
     if q.table in tables:
         df = tables[q.table]
         spark = spark or df.sparkSession
@@ -44,10 +44,10 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
         df = spark.table(q.table)
     in_schema = _to_arrow(spark, df.schema)
     # the output schema: the query over no rows (also checks the query before Spark runs it)
-    out_schema = _sql(query, time_unit=time_unit, **{q.table: in_schema.empty_table()}).schema
+    out_schema = _sql(query, time_unit=time_unit, semantics=semantics, **{q.table: in_schema.empty_table()}).schema
     out_schema = pa.schema([f.with_type(pa.float64()) if pa.types.is_null(f.type) else f for f in out_schema])
     spark_schema = from_arrow_schema(out_schema)
-    run = _Run(query, q.table, time_unit, out_schema)
+    run = _Run(query, q.table, time_unit, semantics, out_schema)
     if q.partition:
         def run_group(tbl: pa.Table) -> pa.Table:   # type hints: how pyspark picks the Arrow table API
             return run(tbl)
@@ -58,11 +58,11 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", **tables: Any):
 class _Run:
     """The function Spark calls: one partition's rows in, its MATCH_RECOGNIZE output out."""
 
-    def __init__(self, query: str, table: str, time_unit: str, schema: pa.Schema):
-        self.query, self.table, self.time_unit, self.schema = query, table, time_unit, schema
+    def __init__(self, query: str, table: str, time_unit: str, semantics: str, schema: pa.Schema):
+        self.query, self.table, self.time_unit, self.semantics, self.schema = query, table, time_unit, semantics, schema
 
     def __call__(self, tbl: pa.Table) -> pa.Table:
-        out = _sql(self.query, time_unit=self.time_unit, **{self.table: tbl})
+        out = _sql(self.query, time_unit=self.time_unit, semantics=self.semantics, **{self.table: tbl})
         return pa.table([out.column(f.name).cast(f.type) for f in self.schema], schema=self.schema)
 
     def batches(self, it):

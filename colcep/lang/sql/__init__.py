@@ -17,13 +17,18 @@ from colcep.lang.sql.run import run
 __all__ = ["sql", "compile_query", "SqlError"]
 
 
-def sql(query: str, time_unit: str = "ms", **tables: Any) -> "pa.Table":
+def sql(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any) -> "pa.Table":
     """Run a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` query over the named tables (pyarrow
     Tables, pandas or polars DataFrames): ``colcep.sql(query, Ticker=ticks)``. Returns a
     pyarrow Table; see :mod:`colcep.lang.sql.query` for the supported SQL. With a Spark
     DataFrame as the table, the query runs on Spark (:func:`colcep.spark.sql.sql`) and returns
-    a DataFrame."""
+    a DataFrame.
+
+    ``semantics="flink"`` runs the query as Flink 2.3 SQL does, and only the queries it runs:
+    Flink's rows, Flink's integer arithmetic, PREV as a logical offset, and a ``SqlError``
+    where Flink refuses the query or fails the job. ``"cep"`` (the default) has the same
+    matching and accepts more (see :mod:`colcep.lang.sql.query`)."""
     if any(type(t).__module__.startswith("pyspark.") for t in tables.values()):
         from colcep.spark.sql import sql as spark_sql
-        return spark_sql(query, time_unit=time_unit, **tables)
-    return run(query, time_unit=time_unit, **tables)
+        return spark_sql(query, time_unit=time_unit, semantics=semantics, **tables)
+    return run(query, time_unit=time_unit, semantics=semantics, **tables)

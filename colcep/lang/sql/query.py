@@ -33,9 +33,10 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
 - ``WITHIN INTERVAL '10' SECOND`` (Flink's extension): the match's window.
 - ``DEFINE``: per variable a condition (a variable without one matches every row). ``X.col``
   in ``X``'s own condition is the current row; ``Y.col`` of another variable is its last row
-  so far; an unqualified ``col`` is the current row. ``FIRST(X.col)``, ``LAST(X.col)``;
-  ``LAST(X.col, n)`` of the variable being defined (n rows back: a match is a contiguous run of
-  rows), and of an earlier variable when only single-row variables stand between them. Running
+  so far; an unqualified ``col`` is the current row. ``FIRST(X.col, n)``, ``LAST(X.col, n)``
+  of any variable of the top-level sequence: a variable's rows are contiguous, so the n-th last
+  is ``n`` rows before its last one (colcep's ``prev``) and the n-th first ``n`` after its first
+  one (a lead column, as ``NEXT`` below). Running
   aggregates ``SUM AVG MIN MAX COUNT`` over ``X.col`` (including the current row when ``X`` is
   the variable being defined) or over all rows so far (``SUM(col)``); arithmetic, comparisons,
   ``AND OR NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``. Aggregates, ``FIRST`` and ``LAST``
@@ -61,6 +62,28 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   clause, ``TO NEXT ROW`` (Calcite's and so Flink's default). Where Flink raises at run time
   when ``x`` has no row in the match, colcep does not skip.
 - The outer ``SELECT`` takes ``*`` or columns of the MATCH_RECOGNIZE output, with aliases.
+
+- SQL's NULL semantics in DEFINE: a comparison with NULL is unknown, ``AND OR NOT`` are
+  three-valued and a row matches where its condition is TRUE (``NOT (SUM(A.v) >= 10)`` is not
+  true while ``A`` has no row); ``SUM`` of no rows is NULL. ``CASE``, ``ABS``, ``MOD``,
+  ``FLOOR``, ``CEIL`` and ``MATCH_ROWTIME()`` (the time of the match's last row) in DEFINE and
+  MEASURES; ``MATCH_PROCTIME()`` in MEASURES.
+
+Two semantics (``semantics=`` of :func:`colcep.sql`):
+
+- ``"cep"`` (the default): all of the above.
+- ``"flink"``: Flink 2.3 SQL, checked against Flink itself (``tests/test_sql_flink.py``): the
+  queries Flink runs give Flink's rows, the ones it refuses a SqlError with Flink's reason
+  (ALL ROWS PER MATCH, alternation, PERMUTE, groups, a greedy last variable, ``{,m}``, an
+  optional variable after a greedy one, ``??``, RUNNING, CLASSIFIER, MATCH_NUMBER,
+  PREV/NEXT in MEASURES, NEXT and PREV of the variable being defined in DEFINE,
+  WITHIN in milliseconds, a word Flink reserves used unquoted), and a run where Flink fails
+  the job (``AFTER MATCH SKIP TO FIRST|LAST x`` on a match without ``x``, or whose target is
+  the match's first row) a SqlError saying so. Two rules differ from ``"cep"``: integer
+  arithmetic is Flink's (``INT / INT`` and ``AVG`` of an integer column are integers, truncated
+  toward zero; ``"cep"`` gives doubles, as the standard does), and ``PREV(col, n)`` /
+  ``PREV(X.col, n)`` in DEFINE navigate the match's rows (``LAST(col, n)``, ``LAST(X.col, n)``),
+  where ``"cep"`` reads the partition's previous row.
 
 Errors are :class:`SqlError` (a ``PatternError``) naming the clause and the token. A Spark
 DataFrame as the table runs the query on Spark (:mod:`colcep.spark.sql`);
@@ -354,7 +377,7 @@ def _quantify(p: Pattern, it: _Item) -> Pattern:
     else:
         p = p.times(lo, hi) if lo != hi else p.times(lo)
     p = p.consecutive()
-    if greedy and it.kind == "var":
+    if greedy and it.kind == "var" and lo != hi:     # as Flink: an exact count is never greedy
         p = p.greedy()
     return p
 
@@ -389,7 +412,10 @@ def _collapse(alts: Alts) -> Expr:
 class _Define:
     """DEFINE conditions to colcep expressions."""
 
-    def __init__(self, variables: list[str], columns: list[str], helpers: "_Helpers", items: list):
+    def __init__(self, variables: list[str], columns: list[str], helpers: "_Helpers", items: list,
+                 flink: bool = False, time: str | None = None):
+        self.flink = flink
+        self.time = time
         self.items = items
         self.vars = variables
         self.columns = columns
@@ -398,7 +424,53 @@ class _Define:
     def condition(self, var: str, node) -> Expr:
         self.var = var
         self.node = node
-        return _collapse(self.value(node))
+        return _collapse(self.truth(node, True))
+
+    _NEGATED = {"__eq__": "__ne__", "__ne__": "__eq__", "__lt__": "__ge__", "__ge__": "__lt__",
+                "__gt__": "__le__", "__le__": "__gt__"}
+
+    def truth(self, node, want: bool) -> Alts:
+        """Where a boolean SQL expression is TRUE (``want``) or FALSE: SQL's three-valued logic
+        on colcep's two-valued conditions. A comparison with a null is neither (colcep's
+        comparisons are false on nulls both ways), NOT swaps TRUE and FALSE, AND and OR
+        combine them as Kleene logic does; DEFINE holds where its condition is TRUE."""
+        from sqlglot import exp
+        if isinstance(node, exp.Paren):
+            return self.truth(node.this, want)
+        if isinstance(node, exp.Not):
+            return self.truth(node.this, not want)
+        if isinstance(node, (exp.And, exp.Or)):
+            both = isinstance(node, exp.And) == want       # TRUE of AND, FALSE of OR: both sides
+            return _combine(self.truth(node.this, want), self.truth(node.expression, want),
+                            (lambda a, b: a & b) if both else (lambda a, b: a | b))
+        cmps = {exp.EQ: "__eq__", exp.NEQ: "__ne__", exp.LT: "__lt__", exp.LTE: "__le__", exp.GT: "__gt__",
+                exp.GTE: "__ge__"}
+        if type(node) in cmps:
+            meth = cmps[type(node)] if want else self._NEGATED[cmps[type(node)]]
+            return _combine(self.value(node.this), self.value(node.expression),
+                            lambda a, b, m=meth: getattr(a, m)(b))
+        if isinstance(node, exp.Between):
+            x = self.value(node.this)
+            lo = _combine(x, self.value(node.args["low"]), lambda a, b: (a >= b) if want else (a < b))
+            hi = _combine(x, self.value(node.args["high"]), lambda a, b: (a <= b) if want else (a > b))
+            return _combine(lo, hi, (lambda a, b: a & b) if want else (lambda a, b: a | b))
+        if isinstance(node, exp.In):
+            vals = []
+            for v in node.expressions:
+                if not isinstance(v, exp.Literal):
+                    raise _err(f"DEFINE {self.var}", v, "IN takes a list of literals")
+                vals.append(v.this if v.is_string else float(v.this))
+            return [(g, e.is_in(vals) if want else ~e.is_in(vals) & ~e.is_null()) for g, e in self.value(node.this)]
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise _err(f"DEFINE {self.var}", node, "only IS NULL / IS NOT NULL")
+            return [(g, e.is_null() if want else ~e.is_null()) for g, e in self.value(node.this)]
+        if isinstance(node, exp.Boolean):
+            return [(None, lit(bool(node.this) == want) == 1.0)]
+        if isinstance(node, exp.Null):
+            return [(None, lit(None) == 1.0)]
+        # a boolean-valued operand (a column read as a condition): TRUE where it is, FALSE where it is not null
+        return [(g, e if want else ~e & ~e.is_null()) for g, e in self.value(node)]
 
     def _col(self, node) -> tuple[str | None, str]:
         from sqlglot import exp
@@ -444,6 +516,8 @@ class _Define:
         binops = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__",
                   exp.EQ: "__eq__", exp.NEQ: "__ne__", exp.LT: "__lt__", exp.LTE: "__le__", exp.GT: "__gt__",
                   exp.GTE: "__ge__", exp.And: "__and__", exp.Or: "__or__"}
+        if isinstance(node, exp.Div) and _int_typed(node, self.helpers.ints):
+            binops[exp.Div] = "quot"          # Flink: INT / INT is an INT, truncated
         for cls, meth in binops.items():
             if type(node) is cls:
                 return _combine(self.value(node.this), self.value(node.expression),
@@ -477,7 +551,25 @@ class _Define:
                 return self._physical(node, fn, node.expressions)
             if fn in ("FIRST", "LAST"):
                 return self._first_last(node, fn.lower(), node.expressions)
+            if fn == "MATCH_ROWTIME":      # the time of the match's last row so far: the current row's
+                return [(None, col(self.time))]
             raise _err(clause, node, f"unsupported function {node.name}()")
+        if isinstance(node, exp.Case):
+            return self._case(node)
+        if isinstance(node, exp.Abs):
+            return [(_and(g, e >= 0), e) for g, e in self.value(node.this)] + \
+                [(_and(g, e < 0), -e) for g, e in self.value(node.this)]
+        if isinstance(node, (exp.Floor, exp.Ceil)):
+            out = []
+            for g, e in self.value(node.this):
+                t = e.quot(1.0)
+                if isinstance(node, exp.Floor):
+                    out += [(_and(g, e >= t), t), (_and(g, e < t), t - 1)]
+                else:
+                    out += [(_and(g, e <= t), t), (_and(g, e > t), t + 1)]
+            return out
+        if isinstance(node, exp.Mod):      # the sign of the dividend, as SQL (and Java) have it
+            return _combine(self.value(node.this), self.value(node.expression), lambda a, b: a - b * a.quot(b))
         if isinstance(node, exp.Func) and type(node).__name__.upper() in ("PREV", "NEXT", "LAG", "LEAD"):
             fn = {"LAG": "PREV", "LEAD": "NEXT"}.get(type(node).__name__.upper(), type(node).__name__.upper())
             return self._physical(node, fn, [node.this] + ([node.expression] if node.expression is not None else []))
@@ -485,7 +577,28 @@ class _Define:
             raise _err(clause, node, f"unsupported function {type(node).__name__.upper()}()")
         raise _err(clause, node, f"unsupported expression ({type(node).__name__})")
 
-    def _first_last(self, node, fn: str, args) -> Alts:
+    def _case(self, node) -> Alts:
+        """CASE [x] WHEN c THEN v ... [ELSE d] END: each value under the guard that its WHEN is
+        TRUE and no earlier one was (a WHEN that is NULL falls through, as in SQL)."""
+        from sqlglot import exp
+        out: Alts = []
+        before: Expr | None = None          # no earlier WHEN was TRUE
+        for branch in node.args.get("ifs") or []:
+            cond = branch.this if node.this is None else exp.EQ(this=node.this, expression=branch.this)
+            hit = _collapse(self.truth(cond, True))
+            out += [(_and(_and(before, hit), g), e) for g, e in self.value(branch.args["true"])]
+            before = _and(before, ~hit)
+        default = node.args.get("default")
+        out += [(_and(before, g), e) for g, e in (self.value(default) if default is not None else [(None, lit(None))])]
+        return out
+
+    def _first_last(self, node, fn: str, args, n: int | None = None) -> Alts:
+        """``FIRST``/``LAST(X.col, n)``: the n-th row from X's first / last row. A variable's rows
+        are contiguous (concatenation is strict contiguity, loops are consecutive), so the n-th
+        last row of X is the row n before X's last one (``last(prev(col, n), of=X)``) and the
+        n-th first is the row n after X's first one (``first(next(col, n), of=X)``, a lead
+        column of the partition), both while X has more than n rows; with X the variable being
+        defined, the current row counts as its latest."""
         from sqlglot import exp
         clause = f"DEFINE {self.var}"
         if not args:
@@ -497,47 +610,39 @@ class _Define:
         else:
             table, value = self._expression(args[0])
             field = value
-        n = self._offset(node, args)
+            name = None
+        n = self._offset(node, args) if n is None else n
         own = table is None or table == self.var
         of = self.vars if table is None else [table]
-        if own:                # the set includes the current row
-            if fn == "last":
-                if n == 0:
-                    return [(None, value)]
-                if n == 1:
-                    return [(None, last(field, of=of))]
-                # a match is a contiguous run of rows (strict contiguity everywhere), so the n-th last
-                # row of the variable being defined is the partition's row n before the current one
-                c = count(of=of)
+        agg = first if fn == "first" else last
+        if n == 0:
+            if not own or fn == "last":
+                return [(None, value)] if own else [(None, agg(field, of=of))]
+            c = count(of=of)
+            return [(c == 0, value), (c > 0, first(field, of=of))]
+        if not self._contiguous(table):
+            raise _err(clause, node, f"{fn.upper()}(..., {n}) of a variable inside a group or an alternation is not "
+                       "supported: its rows need not be contiguous")
+        c = count(of=of)          # rows of the set before the current one
+        if fn == "last":
+            if own and n == 1:    # the row before the current one: the set's last so far
+                return [(None, last(field, of=of))]
+            if own:               # the current row is the set's last: n rows back
                 return [(c >= n, prev(value, n)), (c < n, lit(None))]
-            elif n == 0:
-                c = count(of=of)
-                return [(c == 0, value), (c > 0, first(field, of=of))]
-        elif n == 0:
-            return [(None, (first if fn == "first" else last)(field, of=of))]
-        elif fn == "last":
-            gap = self._rows_between(table)
-            if gap is not None:     # the n-th last row of an earlier variable, at a fixed distance
-                c = count(of=of)
-                return [(c > n, prev(value, 1 + n + gap)), (c <= n, lit(None))]
-        raise _err(clause, node, f"{fn.upper()}(..., {n}) is not supported here: colcep conditions see the first "
-                   "and last rows of a variable; LAST(X.col, n) of an earlier variable X needs X and the variable "
-                   "being defined in the top-level pattern with only single-row variables between them")
+            return [(c > n, last(prev(value, n), of=of)), (c <= n, lit(None))]
+        if name is None:
+            raise _err(clause, node, f"FIRST(..., {n}) takes a column, not an expression")
+        ahead = col(self.helpers.shifted(name, n))
+        if own:
+            return [(c > n, first(ahead, of=of)), (c == n, value), (c < n, lit(None))]
+        return [(c > n, first(ahead, of=of)), (c <= n, lit(None))]
 
-    def _rows_between(self, other: str) -> "int | None":
-        """Rows between ``other``'s last row and the current row, when that is a constant:
-        ``other`` comes before the variable being defined in the top-level sequence, which is a
-        single-row variable, with only single-row variables between them."""
-        names = [it.name if it.kind == "var" else None for it in self.items]
-        if other not in names or self.var not in names:
-            return None
-        i, j = names.index(other), names.index(self.var)
-        if i >= j or not (self.items[j].lo == self.items[j].hi == 1):
-            return None
-        mid = self.items[i + 1:j]
-        if not all(it.kind == "var" and it.lo == it.hi == 1 for it in mid):
-            return None
-        return len(mid)
+    def _contiguous(self, table: str | None) -> bool:
+        """Whether ``table``'s rows (None: the match's) form one contiguous run of the partition:
+        a variable of the top-level sequence, not inside a group or an alternation."""
+        if table is None:
+            return True
+        return any(it.kind == "var" and it.name == table for it in self.items)
 
     def _aggregate(self, node) -> Alts:
         from sqlglot import exp
@@ -564,15 +669,21 @@ class _Define:
         own = table is None or table == self.var
         of = self.vars if table is None else [table]
         so_far = _make_agg(func, field, tuple(of))
+        integer = func == "avg" and _int_typed(node, self.helpers.ints)    # Flink: AVG of an INT is an INT
+        if func == "sum":             # SQL: the SUM of no (non-null) values is NULL, colcep's sum is 0
+            none = _make_agg("count", field, tuple(of)) == 0
+            if not own:
+                return [(none, lit(None)), (~none, so_far)]
+            return [(c.is_null() & none, lit(None)), (c.is_null() & ~none, so_far), (~c.is_null(), so_far + c)]
         if not own:
-            return [(None, so_far)]
+            return [(None, so_far.quot(1.0) if integer else so_far)]
         isnull, notnull = c.is_null(), ~c.is_null()
-        if func == "sum":
-            return [(isnull, so_far), (notnull, so_far + c)]
         if func == "count":        # colcep's count counts rows (see the module docstring)
             return [(None, so_far + 1)]
         if func == "avg":
             s, n = _make_agg("sum", field, tuple(of)), _make_agg("count", field, tuple(of))
+            if integer:
+                return [(isnull, so_far.quot(1.0)), (notnull, (s + c).quot(n + 1))]
             return [(isnull, so_far), (notnull, (s + c) / (n + 1))]
         # min / max: the current row if it is the first non-null value or beats the others
         better = (c < so_far) if func == "min" else (c > so_far)
@@ -583,11 +694,13 @@ class _Define:
         clause = f"DEFINE {self.var}"
         if not args:
             raise _err(clause, node, f"{fn} needs a column")
+        n = self._offset(node, args) if len(args) > 1 else 1
+        if self.flink:         # Flink navigates the match's rows: PREV(X.col, n) is LAST(X.col, n)
+            return self._first_last(node, "last", args[:1], n)
         table, name = self._col(args[0])
         if table is not None and table != self.var:
             raise _err(clause, node, f"{fn} of another variable's row is not supported in DEFINE; use "
                        f"{fn}({self.var}.{name}) or {fn}({name}) (the current row)")
-        n = self._offset(node, args) if len(args) > 1 else 1
         if fn == "PREV":       # the partition's n-th previous row: colcep's prev(), carried on streams
             return [(None, prev(name, n) if n > 0 else col(name))]
         return [(None, col(self.helpers.shifted(name, n)) if n > 0 else col(name))]
@@ -609,6 +722,8 @@ class _Define:
             if isinstance(n, exp.Neg):
                 return -conv(n.this)
             meth = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__"}[type(n)]
+            if isinstance(n, exp.Div) and _int_typed(n, self.helpers.ints):
+                meth = "quot"
             return getattr(conv(n.this), meth)(conv(n.expression))
         return table, conv(node)
 
@@ -617,7 +732,8 @@ class _Helpers:
     """Columns colcep adds before matching: lag / lead columns for PREV / NEXT, and the values
     of expressions that aggregates, FIRST and LAST take (``SUM(A.price * A.volume)``)."""
 
-    def __init__(self):
+    def __init__(self, ints: frozenset = frozenset()):
+        self.ints = ints          # integer columns, typed as Flink types them (Flink mode only)
         self.shifts: dict[tuple[str, int], str] = {}
         self.derived: dict[str, tuple[str, Any]] = {}     # expression text -> (column, expression)
 
@@ -660,19 +776,50 @@ class _Helpers:
         return (next(iter(tables)) if tables else None), self.derived[key][0]
 
 
-def _arrow_eval(node, tbl: pa.Table):
-    """The value of an arithmetic expression over a table's columns (float64)."""
+def _int_typed(node, ints: frozenset) -> bool:
+    """Whether Flink SQL types an expression as an integer: integer columns (``ints``) and
+    literals, + - * / of integers, SUM MIN MAX FIRST LAST PREV of one, COUNT, and AVG of an
+    integer (Flink's AVG of an INT is an INT). ``ints`` is empty outside Flink mode."""
+    from sqlglot import exp
+    if not ints:
+        return False
+    if isinstance(node, (exp.Paren, exp.Neg, exp.Abs, exp.Floor, exp.Ceil)):
+        return _int_typed(node.this, ints)
+    if isinstance(node, exp.Mod):
+        return _int_typed(node.this, ints) and _int_typed(node.expression, ints)
+    if isinstance(node, exp.Case):
+        values = [b.args["true"] for b in node.args.get("ifs") or []] + [node.args.get("default")]
+        return all(v is None or isinstance(v, exp.Null) or _int_typed(v, ints) for v in values)
+    if isinstance(node, exp.Column):
+        return node.name in ints
+    if isinstance(node, exp.Literal):
+        return not node.is_string and re.fullmatch(r"\d+", node.this) is not None
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+        return _int_typed(node.this, ints) and _int_typed(node.expression, ints)
+    if isinstance(node, exp.Count):
+        return True
+    if isinstance(node, (exp.Sum, exp.Min, exp.Max, exp.Avg, exp.First, exp.Last)):
+        return _int_typed(node.this, ints)
+    if isinstance(node, exp.Anonymous) and node.name.upper() in ("FIRST", "LAST", "PREV") and node.expressions:
+        return _int_typed(node.expressions[0], ints)
+    return False
+
+
+def _arrow_eval(node, tbl: pa.Table, ints: frozenset = frozenset()):
+    """The value of an arithmetic expression over a table's columns (float64; a division of
+    integers truncated, in Flink mode, where ``ints`` names the integer columns)."""
     from sqlglot import exp
     if isinstance(node, exp.Paren):
-        return _arrow_eval(node.this, tbl)
+        return _arrow_eval(node.this, tbl, ints)
     if isinstance(node, exp.Column):
         return pc.cast(tbl.column(node.name), pa.float64())
     if isinstance(node, exp.Literal):
         return pa.scalar(float(node.this), pa.float64())
     if isinstance(node, exp.Neg):
-        return pc.negate(_arrow_eval(node.this, tbl))
+        return pc.negate(_arrow_eval(node.this, tbl, ints))
     f = {exp.Add: pc.add, exp.Sub: pc.subtract, exp.Mul: pc.multiply, exp.Div: pc.divide}[type(node)]
-    return f(_arrow_eval(node.this, tbl), _arrow_eval(node.expression, tbl))
+    out = f(_arrow_eval(node.this, tbl, ints), _arrow_eval(node.expression, tbl, ints))
+    return pc.trunc(out) if isinstance(node, exp.Div) and _int_typed(node, ints) else out
 
 
 # ============================================================================ the query
@@ -691,12 +838,27 @@ class _Query:
     variables: list[str]
     define: dict              # var -> node
     window: str | None
+    semantics: str = "cep"
+    tree: Any = None          # the parsed SELECT
+
+    @property
+    def flink(self) -> bool:
+        return self.semantics == "flink"
 
 
-def _analyse(query: str, tables: "dict[str, Any] | None") -> _Query:
+SEMANTICS = ("cep", "flink")
+
+
+def _analyse(query: str, tables: "dict[str, Any] | None", semantics: str = "cep") -> _Query:
     """The query parsed and checked (a nesting deeper than the parser can follow is a SqlError)."""
+    if semantics not in SEMANTICS:
+        raise ValueError(f"semantics must be one of {', '.join(map(repr, SEMANTICS))}, got {semantics!r}")
     with too_deep_is_an_error(query):
-        return _analyse_query(query, tables)
+        q = _analyse_query(query, tables, semantics)
+        if q.flink:
+            from colcep.lang.sql.flink import refused_by_flink
+            refused_by_flink(q)
+        return q
 
 
 @contextmanager
@@ -734,7 +896,7 @@ def _too_deep(query: str) -> SqlError:
                     "follow; write it with fewer parentheses")
 
 
-def _analyse_query(query: str, tables: "dict[str, Any] | None") -> _Query:
+def _analyse_query(query: str, tables: "dict[str, Any] | None", semantics: str) -> _Query:
     from sqlglot import exp
     text, window = _split_within(query)
     tree = _parse_sql(_normalise_skip(text))
@@ -807,7 +969,7 @@ def _analyse_query(query: str, tables: "dict[str, Any] | None") -> _Query:
             if var not in variables:
                 raise _err("AFTER MATCH SKIP", s, f"{var!r} is not a pattern variable ({', '.join(variables)})")
             first_var = items[0].name if items[0].kind == "var" else None
-            if m.group(2) and var == first_var and items[0].lo > 0:
+            if m.group(2) and var == first_var and items[0].lo > 0 and semantics != "flink":
                 raise _err("AFTER MATCH SKIP", s, "SKIP TO FIRST of the first variable would start the next match "
                            "where this one started (Flink fails at run time)")
             skip = SkipToFirst(var) if m.group(2) else SkipToLast(var)
@@ -829,23 +991,32 @@ def _analyse_query(query: str, tables: "dict[str, Any] | None") -> _Query:
             raise _err("MEASURES", a, "each measure needs a name: <expression> AS name")
         measures.append((a.alias, a.this, frame))
     return _Query(tname, alias, list(tree.expressions), part, order[0], order, measures,
-                  rows_s == "ALL ROWS PER MATCH", skip, items, variables, define, window)
+                  rows_s == "ALL ROWS PER MATCH", skip, items, variables, define, window, semantics, tree)
 
 
-def compile_query(query: str, columns: list[str]) -> Pattern:
+def compile_query(query: str, columns: "list[str] | pa.Schema", semantics: str = "cep") -> Pattern:
     """The Pattern a MATCH_RECOGNIZE query runs, for input with these columns. It reads only
     the input's columns (``PREV`` and ``LAST(X.col, n)`` become ``prev()``, aggregates over
     expressions colcep's own), so it runs on streams, in a Matcher or on Spark, except for
     ``NEXT(col, k)`` in DEFINE, which reads the helper column ``__colcep_next<k>_<col>`` that
     :func:`sql` adds before matching."""
     with too_deep_is_an_error(query):
-        return _query_pattern(_analyse(query, None), columns, _Helpers())
+        q = _analyse(query, None, semantics)
+        return _query_pattern(q, list(columns.names) if isinstance(columns, pa.Schema) else list(columns),
+                              _Helpers(integer_columns(columns) if q.flink else frozenset()))
+
+
+def integer_columns(schema: "pa.Schema | list[str]") -> frozenset:
+    """The integer columns of a schema (none for a list of names)."""
+    if not isinstance(schema, pa.Schema):
+        return frozenset()
+    return frozenset(f.name for f in schema if pa.types.is_integer(f.type))
 
 
 def _query_pattern(q, columns: list[str], helpers: "_Helpers") -> Pattern:
     """The query's Pattern: DEFINE conditions over ``columns`` (helper columns registered in
     ``helpers``), PATTERN, WITHIN and AFTER MATCH SKIP."""
-    cx = _Define(q.variables, columns, helpers, q.items)
+    cx = _Define(q.variables, columns, helpers, q.items, q.flink, q.time)
     conds = {v: cx.condition(v, node) for v, node in q.define.items()}
     p = _build_pattern(q.items, conds, [])
     if q.window is not None:

@@ -2,7 +2,9 @@
 query's Pattern through the engine, evaluate MEASURES over the matches."""
 from __future__ import annotations
 
+import datetime as dt
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,25 +14,47 @@ import pyarrow.compute as pc
 from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
-from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _Query,
-                                    _query_pattern, too_deep_is_an_error)
+from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query,
+                                    _query_pattern, integer_columns, too_deep_is_an_error)
+from colcep.skip import SkipToFirst, SkipToLast
 
-def run(query: str, time_unit: str = "ms", **tables: Any) -> pa.Table:
+def run(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any) -> pa.Table:
     """The query over in-process tables (pyarrow Tables, pandas or polars DataFrames): the
     matches through the engine, then MEASURES per match (see :func:`colcep.sql`)."""
     with too_deep_is_an_error(query):
-        return _run(query, time_unit, tables)
+        return _run(query, time_unit, semantics, tables)
 
 
-def _run(query: str, time_unit: str, tables: dict) -> pa.Table:
-    q = _analyse(query, tables)
+def _run(query: str, time_unit: str, semantics: str, tables: dict) -> pa.Table:
+    prep = prepare(query, semantics, tables)
+    out = match(prep.work, prep.pattern, key=prep.key, time=prep.q.time, columns=[], time_unit=time_unit)
+    return prep.measures.evaluate(out, prep.work, prep.key_codes, prep.order_idx)
+
+
+@dataclass
+class Prepared:
+    """A query ready to match: its Pattern and the table it runs on (rows in ORDER BY order,
+    helper columns added)."""
+    q: _Query
+    pattern: Any
+    work: pa.Table
+    key: "str | list[str] | None"
+    key_codes: np.ndarray
+    order_idx: Any
+    measures: "_Measures"
+
+
+def prepare(query: str, semantics: str, tables: dict) -> Prepared:
+    """The query analysed and its table ordered, with the lag / lead and expression columns
+    that DEFINE and MEASURES read (the engine's input)."""
+    q = _analyse(query, tables, semantics)
     tbl = as_table(tables[q.table])
     columns = tbl.column_names
     for c in q.partition + q.order:
         if c not in columns:
             clause = "PARTITION BY" if c in q.partition else "ORDER BY"
             raise _err(clause, c, f"no column {c!r} in table {q.table} (columns: {', '.join(columns)})")
-    helpers = _Helpers()
+    helpers = _Helpers(integer_columns(tbl.schema) if q.flink else frozenset())
     pattern = _query_pattern(q, columns, helpers)
     # measures may need lag / lead columns too: resolve them before the table is prepared
     ev = _Measures(q, columns, helpers)
@@ -51,7 +75,7 @@ def _run(query: str, time_unit: str, tables: dict) -> pa.Table:
         key = q.partition[0] if len(q.partition) == 1 else list(q.partition)  # a composite match key
         key_codes = KeyCodes(key).encode(work)
     for hname, node in helpers.derived.values():      # expressions inside aggregates, FIRST, LAST
-        v = _arrow_eval(node, work)
+        v = _arrow_eval(node, work, helpers.ints)
         work = work.append_column(hname, v if not isinstance(v, pa.Scalar) else pa.array([v.as_py()] * n, pa.float64()))
     # lag / lead columns per partition (PREV / NEXT)
     if helpers.shifts:
@@ -67,8 +91,7 @@ def _run(query: str, time_unit: str, tables: dict) -> pa.Table:
             idx[by_key[pos[ok]]] = by_key[tgt[ok]]
             take = pa.array(idx, mask=idx < 0)
             work = work.append_column(hname, work.column(cname).take(take))
-    out = match(work, pattern, key=key, time=q.time, columns=[], time_unit=time_unit)
-    return ev.evaluate(out, work, key_codes, order_idx)
+    return Prepared(q, pattern, work, key, key_codes, order_idx, ev)
 
 
 class _Measures:
@@ -137,6 +160,8 @@ class _Measures:
             run = np.arange(self.nm) - np.repeat(grp_start, np.diff(np.r_[grp_start, self.nm]))
             num[by] = run + 1
         self.match_number = num
+        if q.flink and isinstance(q.skip, (SkipToFirst, SkipToLast)):
+            self._flink_skip_check(first_row)
 
         cols: dict[str, pa.Array] = {}
         if not q.all_rows:
@@ -160,6 +185,33 @@ class _Measures:
                     cols[c] = work.column(c).take(take_ev)
         table = pa.table({k: self._combine_chunks(v) for k, v in cols.items()})
         return self._select(table)
+
+    def _flink_skip_check(self, first_row: np.ndarray) -> None:
+        """Flink fails the job on a match whose skip target has no row, or whose target row is
+        the match's first (the next match would start where this one did)."""
+        skip = self.q.skip
+        to_first = isinstance(skip, SkipToFirst)
+        clause = f"AFTER MATCH SKIP TO {'FIRST' if to_first else 'LAST'} {skip.stage}"
+        sel = np.flatnonzero(self.stages == skip.stage)
+        n = np.bincount(self.mpos[sel], minlength=self.nm)
+        where = np.flatnonzero(n == 0)
+        if len(where):
+            m = int(where[0])
+            raise SqlError(f"{clause}: a match has no row of {skip.stage} (the match ending at "
+                           f"{self._time_at(self.last_row[m])}); Flink fails the job here ('Could not skip to "
+                           f"{skip.stage}. No such element in the found match')")
+        # the events are ordered by (match, row): a match's first / last event of the target
+        at = np.searchsorted(self.mpos[sel], np.arange(self.nm), "left" if to_first else "right")
+        target = self.rows[sel][at if to_first else at - 1]
+        where = np.flatnonzero(target == first_row)
+        if len(where):
+            m = int(where[0])
+            raise SqlError(f"{clause}: the target is the first row of a match (the match starting at "
+                           f"{self._time_at(first_row[m])}), so the next match would start where this one did; "
+                           "Flink fails the job here ('Could not skip to first element of a match')")
+
+    def _time_at(self, row: int) -> Any:
+        return self.work.column(self.q.time)[int(row)].as_py()
 
     @staticmethod
     def _combine_chunks(a):
@@ -283,8 +335,11 @@ class _Measures:
             return self.value(name, node.this)
         size = len(self.rows) if self.running else self.nm
         if isinstance(node, exp.Literal):
-            v = node.this if node.is_string else float(node.this)
-            return pa.array([v] * size)
+            if node.is_string:
+                return pa.array([node.this] * size, pa.string())
+            if re.fullmatch(r"\d+", node.this):
+                return pa.array([int(node.this)] * size, pa.int64())
+            return pa.array([float(node.this)] * size, pa.float64())
         if isinstance(node, exp.Null):
             return pa.nulls(size)
         if isinstance(node, exp.Column):
@@ -300,7 +355,35 @@ class _Measures:
                 a, b = self.value(name, node.this), self.value(name, node.expression)
                 if isinstance(node, exp.Div):
                     a, b = pc.cast(a, pa.float64()), pc.cast(b, pa.float64())
+                    if _int_typed(node, self.helpers.ints):      # Flink: INT / INT is an INT, truncated
+                        return pc.cast(pc.trunc(f(a, b)), pa.int64())
                 return f(a, b)
+        if isinstance(node, exp.Not):
+            return pc.invert(self.value(name, node.this))
+        if isinstance(node, exp.Boolean):
+            return pa.array([bool(node.this)] * size, pa.bool_())
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return pc.is_null(self.value(name, node.this))
+        if isinstance(node, exp.Case):
+            conds, vals = [], []
+            for branch in node.args.get("ifs") or []:
+                cond = branch.this if node.this is None else exp.EQ(this=node.this, expression=branch.this)
+                conds.append(pc.fill_null(self.value(name, cond), False))
+                vals.append(self.value(name, branch.args["true"]))
+            default = node.args.get("default")
+            vals.append(self.value(name, default) if default is not None else pa.nulls(size, vals[0].type))
+            vals = [pc.cast(v, pa.float64()) if len({x.type for x in vals}) > 1 and pa.types.is_integer(v.type) else v
+                    for v in vals]
+            return pc.case_when(pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))]), *vals)
+        if isinstance(node, exp.Abs):
+            return pc.abs(self.value(name, node.this))
+        if isinstance(node, (exp.Floor, exp.Ceil)):
+            v = self.value(name, node.this)
+            return v if pa.types.is_integer(v.type) else (pc.floor if isinstance(node, exp.Floor) else pc.ceil)(v)
+        if isinstance(node, exp.Mod):      # the sign of the dividend, as SQL (and Java) have it
+            a, b = self.value(name, node.this), self.value(name, node.expression)
+            r = pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(pc.cast(a, pa.float64()), pc.cast(b, pa.float64())))))
+            return pc.cast(r, a.type) if pa.types.is_integer(a.type) and pa.types.is_integer(b.type) else r
         if isinstance(node, (exp.First, exp.Last)):
             return self._first_last(clause, node, isinstance(node, exp.Last),
                                     [node.this] + ([node.expression] if node.expression is not None else []))
@@ -315,8 +398,12 @@ class _Measures:
                 raise _err(clause, node, "DISTINCT aggregates are not supported (as in Flink)")
             if not isinstance(arg, exp.Column):
                 var, hname = self.helpers.expression(arg, clause, self.q.variables, self.columns)
-                return self._agg(func, hname, var)
-            return self._agg(func, arg.name, arg.table or None)
+                res = self._agg(func, hname, var)
+            else:
+                res = self._agg(func, arg.name, arg.table or None)
+            if func == "avg" and _int_typed(node, self.helpers.ints):     # Flink: AVG of an INT is an INT
+                res = pc.cast(pc.trunc(res), pa.int64())
+            return res
         if isinstance(node, exp.Anonymous) or (isinstance(node, exp.Func) and type(node).__name__.upper() in
                                                 ("PREV", "NEXT", "LAG", "LEAD")):
             fn = node.name.upper() if isinstance(node, exp.Anonymous) else type(node).__name__.upper()
@@ -327,6 +414,13 @@ class _Measures:
                     return pa.array(self.stages.tolist(), pa.string())     # the row's variable
                 last_pos = self.ends - 1
                 return pa.array(self.stages[last_pos].tolist() if self.nm else [], pa.string())
+            if fn == "MATCH_ROWTIME":       # the time of the match's last row (so far, when running)
+                if args and not (isinstance(args[0], exp.Column) and args[0].name == self.q.time):
+                    raise _err(clause, node, f"MATCH_ROWTIME takes no argument or the time column {self.q.time!r}")
+                return self._gather(self.q.time, self.rows if self.running else self.last_row)
+            if fn == "MATCH_PROCTIME":      # processing time: when the match is evaluated
+                now = pa.scalar(dt.datetime.now(dt.timezone.utc), pa.timestamp("ms", "UTC"))
+                return pa.array([now.as_py()] * size, now.type)
             if fn == "MATCH_NUMBER":
                 return pa.array(self.match_number[self.mpos] if self.running else self.match_number)
             if fn in ("FIRST", "LAST"):

@@ -1,0 +1,161 @@
+"""Running the cases of ``tests/data/sql_flink.json`` (queries with the rows Flink 2.3 SQL gave,
+see ``tests/sqlgen.py``) through colcep and comparing the rows, in-process or on Spark."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+CORPUS = Path(__file__).parent / "data" / "sql_flink.json"
+_TYPES = {"INT": pa.int32(), "BIGINT": pa.int64(), "STRING": pa.string(), "DOUBLE": pa.float64(),
+          "TIMESTAMP(3)": pa.timestamp("ms")}
+
+
+def load() -> list[dict]:
+    return json.loads(CORPUS.read_text())
+
+
+def table(case: dict) -> pa.Table:
+    """The case's rows as an Arrow table typed as the oracle's DDL types them."""
+    cols = {}
+    for i, (name, ty) in enumerate(case["schema"].items()):
+        vals = [r[i] if isinstance(r, list) else r.get(name) for r in case["rows"]]
+        if ty.startswith("TIMESTAMP"):
+            vals = [dt.datetime.fromisoformat(v) if v is not None else None for v in vals]
+        cols[name] = pa.array(vals, _TYPES[ty])
+    return pa.table(cols)
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        return round(v, 9) if v != int(v) else int(v)
+    return v
+
+
+def normalised(rows: list[dict]) -> list[tuple]:
+    """Rows as sorted tuples of comparable values (timestamps as Flink prints them, floats to 9
+    places, integral floats as ints: Flink's column types are not compared, the values are)."""
+    return sorted((tuple(_norm(v) for v in r.values()) for r in rows), key=repr)
+
+
+def flink_error(case: dict) -> str | None:
+    """The message of the exception Flink raised for the case, without the Java stack."""
+    err = case.get("error")
+    if err is None:
+        return None
+    msgs = re.findall(r"(?:Exception|Error): (.+)", err)    # an oracle output: the Java stack
+    return (msgs[-1] if msgs else err.splitlines()[0]).strip()
+
+
+def colcep_rows(case: dict, spark: Any = None) -> list[dict]:
+    import colcep
+    t = table(case)
+    if spark is None:
+        return colcep.sql(case["sql"], semantics="flink", t=t).to_pylist()
+    df = spark.createDataFrame(t)      # from Arrow: local_session's two partitions
+    return colcep.sql(case["sql"], semantics="flink", t=df).toArrow().to_pylist()
+
+
+def outcome(case: dict, spark: Any = None) -> tuple:
+    """("rows", the normalised rows) or ("SqlError", its message) of colcep on the case, in
+    process or on Spark (where a failure found while matching is the job's error; which match
+    it names depends on the order partitions run in, so the message is kept without it)."""
+    from colcep.lang.sql import SqlError
+    try:
+        return "rows", normalised(colcep_rows(case, spark))
+    except SqlError as exc:
+        return "SqlError", re.sub(r" \(the match [^)]*\)", "", str(exc))
+    except Exception as exc:  # noqa: BLE001 - Spark's error for a task's SqlError
+        m = re.search(r"SqlError: (.+)", str(exc)) if spark is not None else None
+        if m is None:
+            raise
+        return "SqlError", re.sub(r" \(the match [^)]*\)", "", m.group(1).strip())
+
+
+def check(case: dict, spark: Any = None) -> str | None:
+    """None when colcep gives the case's Flink result (rows, or a SqlError where Flink failed),
+    else what differs."""
+    from colcep.lang.sql import SqlError
+    try:
+        got = colcep_rows(case, spark)
+    except Exception as exc:  # noqa: BLE001 - a mismatch unless Flink failed too
+        # on Spark, a failure found while matching (a skip Flink fails on) is the task's error
+        sql_error = isinstance(exc, SqlError) or (spark is not None and "SqlError" in str(exc))
+        if sql_error and flink_error(case) is not None:
+            return None
+        what = f"SqlError({exc})" if sql_error else f"{type(exc).__name__}: {exc}"
+        return f"colcep raised {what}, Flink gave {len(case.get('expected') or [])} rows"
+    return compare(case, got)
+
+
+def compare(case: dict, got: list[dict]) -> str | None:
+    """None when the rows colcep gave are the rows Flink gave (as multisets), else what differs."""
+    want_err = flink_error(case)
+    if want_err is not None:
+        return f"colcep gave {len(got)} rows, Flink failed: {want_err}"
+    g, w = normalised(got), normalised(case["expected"])
+    if g != w:
+        return f"rows differ:\n  colcep {g}\n  flink  {w}"
+    return None
+
+
+def reference_matches(case: dict, held: str) -> list:
+    """The case's matches by the plain-Python reference NFA (``tests/reference.py``) on the
+    query's Pattern, held matches released as colcep does (``held="colcep"``) or in the order
+    of Flink's heap (``"flink"``): each match as sorted (stage, row) pairs."""
+    from colcep.engine.compiler import compile_pattern
+    from colcep.lang.sql.run import prepare
+    from colcep.pattern import parse_duration
+    from reference import run_reference
+    prep = prepare(case["sql"], "flink", {"t": table(case)})
+    events = prep.work.to_pylist()
+    seen: dict = {}
+    for e in events:
+        k = e.get(prep.key) if prep.key else None
+        e["__history"] = list(seen.get(k, []))
+        seen.setdefault(k, []).append(e)
+        e["__ts"] = int(e[prep.q.time].timestamp() * 1000)
+    window = 0 if prep.pattern.window is None else round(parse_duration(prep.pattern.window) * 1000)
+    matches, _ = run_reference(compile_pattern(prep.pattern), events, prep.key, window, held=held)
+    return sorted(sorted((s, r) for s, rows in m.items() for r in rows) for m in matches)
+
+
+def engine_matches(case: dict) -> list:
+    """The case's matches by colcep's engine, as :func:`reference_matches` gives them."""
+    from colcep.engine.matcher import match
+    from colcep.lang.sql.run import prepare
+    prep = prepare(case["sql"], "flink", {"t": table(case)})
+    out = match(prep.work, prep.pattern, key=prep.key, time=prep.q.time, columns=[]).to_pydict()
+    by: dict = {}
+    for m, s, r in zip(out["match_id"], out["stage"], out["row"]):
+        by.setdefault(m, []).append((s, r))
+    return sorted(sorted(v) for v in by.values())
+
+
+def tie_sensitive(case: dict) -> bool:
+    """Whether Flink's result hangs on the order its heap gives held matches that share a start
+    event (SEMANTICS.md point 15, colcep's one deliberate divergence): the reference releasing
+    them as Flink's heap does and as colcep does disagree."""
+    return reference_matches(case, "flink") != reference_matches(case, "colcep")
+
+
+if __name__ == "__main__":
+    import sys
+    from collections import Counter
+    cases = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else load()
+    bad = Counter()
+    for c in cases:
+        r = check(c)
+        if r is not None:
+            bad[r.split(":")[0][:60]] += 1
+            print(f"== {c['id']}\n{c['sql']}\n{r}\n")
+    print(f"{len(cases) - sum(bad.values())}/{len(cases)} agree;", dict(bad))
