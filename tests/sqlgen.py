@@ -34,14 +34,19 @@ T0 = dt.datetime(2024, 1, 1, 9, 30, 0)
 SCHEMA = {"id": "INT", "sym": "STRING", "price": "INT", "vol": "INT", "px": "DOUBLE", "ts": "TIMESTAMP(3)"}
 
 
-def rows(rng: random.Random, n: int) -> list[dict]:
+def rows(rng: random.Random, n: int, nulls: float = 0.0) -> list[dict]:
     """``n`` ticks of two symbols, one per second or two, ``price`` and ``vol`` small integers
-    (so conditions hold often), ``px`` a price with cents."""
+    (so conditions hold often), ``px`` a price with cents; each of the three NULL with
+    probability ``nulls``."""
     out, t = [], T0
     for i in range(n):
         t += dt.timedelta(seconds=rng.choice([1, 1, 2]))
-        out.append({"id": i + 1, "sym": rng.choice("XY"), "price": rng.randint(5, 15), "vol": rng.randint(1, 9),
-                    "px": round(rng.uniform(9.5, 10.5), 2), "ts": t.strftime("%Y-%m-%d %H:%M:%S.000")})
+        r = {"id": i + 1, "sym": rng.choice("XY"), "price": rng.randint(5, 15), "vol": rng.randint(1, 9),
+             "px": round(rng.uniform(9.5, 10.5), 2), "ts": t.strftime("%Y-%m-%d %H:%M:%S.000")}
+        for c in ("price", "vol", "px"):
+            if rng.random() < nulls:
+                r[c] = None
+        out.append(r)
     return out
 
 
@@ -58,7 +63,8 @@ def condition(rng: random.Random, var: str, earlier: list[str], depth: int = 0, 
     """A DEFINE condition for ``var`` (``earlier``: the variables before it in the pattern);
     ``loose``: conditions that hold more often (no AND, no equality)."""
     kind = rng.choice(["cmp_const", "cmp_prev_var", "cmp_last_self", "agg", "agg", "first_last", "and", "or",
-                       "null", "not", "arith", "count", "div", "decimal", "in", "between", "unqualified"])
+                       "null", "not", "arith", "count", "div", "decimal", "in", "between", "unqualified", "abs",
+                       "floor", "mod", "case", "prev", "is_null"])
     if loose and kind == "and":
         kind = "or"
     if depth > 1 and kind in ("and", "or", "not"):
@@ -110,13 +116,29 @@ def condition(rng: random.Random, var: str, earlier: list[str], depth: int = 0, 
         return f"{var}.price {rng.choice(['', 'NOT '])}BETWEEN {lo} AND {lo + rng.randint(1, 4)}"
     if kind == "unqualified":
         return f"{c} {op} {_const(rng, c)}"
+    if kind == "abs":
+        return f"ABS({var}.{c} - {_const(rng, c)}) {rng.choice(['<', '>'])} {rng.choice(['1', '2', '0.2'])}"
+    if kind == "floor":
+        return f"{rng.choice(['FLOOR', 'CEIL'])}({var}.px) {rng.choice(['=', '<>'])} 10"
+    if kind == "mod":
+        return f"MOD({var}.{rng.choice(['price', 'vol'])}, {rng.choice([2, 3])}) {rng.choice(['=', '<>'])} 0"
+    if kind == "case":
+        other = rng.choice(earlier + [var])
+        return (f"CASE WHEN {other}.{c} {op} {_const(rng, c)} THEN {var}.vol > {rng.randint(2, 6)} "
+                f"{rng.choice(['ELSE TRUE ', 'ELSE FALSE ', ''])}END")
+    if kind == "prev":
+        target = rng.choice(["", f"{rng.choice(earlier)}." if earlier else ""])
+        return f"{var}.{c} {op} PREV({target}{c}{rng.choice(['', ', 2'])})"
+    if kind == "is_null":
+        return f"{rng.choice(['', 'NOT '])}({var}.{c} IS NULL) {rng.choice(['OR', 'AND'])} {var}.vol > 3"
     return f"{var}.{c} {op} {_const(rng, c)}"
 
 
 def measure(rng: random.Random, variables: list[str], i: int) -> str:
     v = rng.choice(variables)
     c = rng.choice(["id", "id", "price", "vol", "px", "ts"])
-    kind = rng.choice(["col", "first", "last", "last_n", "agg", "count", "rowtime", "div", "unqualified"])
+    kind = rng.choice(["col", "first", "last", "last_n", "agg", "count", "rowtime", "div", "unqualified", "case",
+                       "abs"])
     if kind == "col":
         e = f"{v}.{c}"
     elif kind in ("first", "last"):
@@ -131,6 +153,11 @@ def measure(rng: random.Random, variables: list[str], i: int) -> str:
         e = f"{v}.{_num_col(rng)} / {rng.choice(['2', '3', '2.5'])}"
     elif kind == "unqualified":
         e = f"{rng.choice(['FIRST', 'LAST', 'SUM', 'MAX'])}({_num_col(rng)})"
+    elif kind == "case":
+        e = (f"CASE WHEN {v}.price > {rng.randint(6, 14)} THEN {v}.vol {rng.choice(['WHEN ' + v + '.vol > 4 THEN 0 ', ''])}"
+             f"{rng.choice(['ELSE -1 ', ''])}END")
+    elif kind == "abs":
+        e = f"ABS({v}.{_num_col(rng)} - 10)"
     else:
         e = "MATCH_ROWTIME()"
     return f"{e} AS m{i}"
@@ -161,12 +188,13 @@ def query(rng: random.Random, loose: bool = False) -> tuple[str, list[str]]:
     return sql, variables
 
 
-def cases(n: int, seed: int, max_rows: int = 30, loose: bool = False) -> list[dict]:
+def cases(n: int, seed: int, max_rows: int = 30, loose: bool = False, nulls: float = 0.0) -> list[dict]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
         sql, _ = query(rng, loose)
-        out.append({"id": f"g{seed}_{i}", "sql": sql, "rows": rows(rng, rng.randint(12, max_rows)), "schema": SCHEMA})
+        out.append({"id": f"g{seed}_{i}", "sql": sql, "rows": rows(rng, rng.randint(12, max_rows), nulls),
+                    "schema": SCHEMA})
     return out
 
 
@@ -306,6 +334,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-rows", type=int, default=30)
     ap.add_argument("--loose", action="store_true", help="conditions that hold more often")
+    ap.add_argument("--nulls", type=float, default=0.0, help="the probability of a NULL price, vol or px")
     ap.add_argument("--absorb", nargs="+", metavar="ORACLE_OUTPUT", help="build the corpus from oracle outputs")
     ap.add_argument("--logs", nargs="+", metavar="ORACLE_STDERR", help="the oracle runs' stderr, one per output")
     ap.add_argument("--probes", action="store_true", help="the cases of PROBES, one rule each")
@@ -315,7 +344,7 @@ def main() -> None:
         if a.absorb:
             f.write("[\n" + ",\n".join(json.dumps(c) for c in absorb(a.absorb, a.logs)) + "\n]\n")
         else:
-            json.dump(probes() if a.probes else cases(a.n, a.seed, a.max_rows, a.loose), f, indent=1)
+            json.dump(probes() if a.probes else cases(a.n, a.seed, a.max_rows, a.loose, a.nulls), f, indent=1)
 
 
 if __name__ == "__main__":

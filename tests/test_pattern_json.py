@@ -60,8 +60,8 @@ def values(draw, stages, depth=0):
             return cc.count(of=of, field=draw(st.sampled_from([None, "price"])))
         return getattr(cc, f)(draw(st.sampled_from(COLS)), of=of)
     a, b = draw(values(stages, depth + 1)), draw(values(stages, depth + 1))
-    op = draw(st.sampled_from(["+", "-", "*", "/", "neg"]))
-    return -a if op == "neg" else {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op]
+    op = draw(st.sampled_from(["+", "-", "*", "/", "quot", "neg"]))
+    return -a if op == "neg" else {"+": a + b, "-": a - b, "*": a * b, "/": a / b, "quot": a.quot(b)}[op]
 
 
 @st.composite

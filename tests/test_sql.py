@@ -237,10 +237,11 @@ def test_within(within, window):
     ("B AS NOT (B.price * 2 >= A.price + 1) AND A.tax IS NOT NULL",
      (col("price") * 2 < last("price", of="A") + 1) & ~last("tax", of="A").is_null()),
     ("B AS B.price > LAST(B.price, 1)", col("price") > last("price", of="B")),
-    # SQL: the SUM of no rows is NULL (colcep's sum is 0)
+    # SQL: the SUM of no values is NULL (colcep's sum is 0); the values: a sum of 1 per non-null one
     ("B AS B.price < SUM(A.price) / COUNT(A.price)",
-     ((cc.count(of="A", field="price") == 0) & (col("price") < cc.lit(None) / cc.count(of="A", field="price")))
-     | (~(cc.count(of="A", field="price") == 0)
+     ((cc.sum(col("price") * 0.0 + 1.0, of="A") == 0)
+      & (col("price") < cc.lit(None) / cc.count(of="A", field="price")))
+     | ((cc.sum(col("price") * 0.0 + 1.0, of="A") > 0)
         & (col("price") < cc.sum("price", of="A") / cc.count(of="A", field="price")))),
 ])
 def test_define_conditions(define, cond_b):

@@ -41,9 +41,10 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   the variable being defined) or over all rows so far (``SUM(col)``); arithmetic, comparisons,
   ``AND OR NOT``, ``IS [NOT] NULL``, ``IN``, ``BETWEEN``. Aggregates, ``FIRST`` and ``LAST``
   also take arithmetic over one variable's columns (``SUM(A.price * A.volume)``: in DEFINE
-  colcep's aggregates over expressions, in MEASURES a column computed first). In DEFINE,
-  ``COUNT(X.col)`` counts rows and a running ``AVG`` divides by them, nulls in ``col``
-  included (colcep's ``count`` counts events); MEASURES skip nulls. ``PREV(col, k)`` of the
+  colcep's aggregates over expressions, in MEASURES a column computed first). ``SUM``, ``AVG``
+  and ``COUNT(X.col)`` skip NULLs as SQL's do (in DEFINE, ``COUNT`` of a column that is not
+  numeric, or of one whose type is unknown, as in :func:`compile_query` over column names,
+  counts rows). ``PREV(col, k)`` of the
   current row is the partition's k-th previous row, which may lie outside the match: colcep's
   ``prev(col, k)`` (``colcep.engine.history``: computed per key and carried across batches and
   snapshots, so the Pattern of :func:`compile_query` runs on streams as it is), as is the
@@ -81,7 +82,9 @@ Two semantics (``semantics=`` of :func:`colcep.sql`):
   the job (``AFTER MATCH SKIP TO FIRST|LAST x`` on a match without ``x``, or whose target is
   the match's first row) a SqlError saying so. Two rules differ from ``"cep"``: integer
   arithmetic is Flink's (``INT / INT`` and ``AVG`` of an integer column are integers, truncated
-  toward zero; ``"cep"`` gives doubles, as the standard does), and ``PREV(col, n)`` /
+  toward zero; ``"cep"`` gives doubles, as the standard does; an integer division by zero in
+  MEASURES is a SqlError, as Flink fails the job, in DEFINE colcep compares the infinity where
+  Flink fails), and ``PREV(col, n)`` /
   ``PREV(X.col, n)`` in DEFINE navigate the match's rows (``LAST(col, n)``, ``LAST(X.col, n)``),
   where ``"cep"`` reads the partition's previous row.
 
@@ -102,23 +105,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.errors import PatternError
+from colcep.lang.sql.flink import refused_by_flink
+from colcep.lang.sql.syntax import SqlError, _err, function_args, function_name
 from colcep.expr import Expr, col, count, first, last, lit, prev
 from colcep.expr import _agg as _make_agg
 from colcep.pattern import Pattern
 from colcep.skip import AfterMatchSkipStrategy, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
-
-
-class SqlError(PatternError):
-    """A MATCH_RECOGNIZE query colcep cannot parse or run; names the clause and the token."""
-
-
-def _err(clause: str, token: Any, message: str) -> SqlError:
-    try:
-        tok = token.sql() if hasattr(token, "sql") else str(token)
-    except Exception:  # noqa: BLE001 - sqlglot cannot print some partial nodes
-        tok = type(token).__name__.upper()
-    tok = " ".join(tok.split())
-    return SqlError(f"{clause}: {message} (at {tok!r})" if tok else f"{clause}: {message}")
 
 
 # ============================================================================ WITHIN and parsing
@@ -389,6 +381,12 @@ def _quantify(p: Pattern, it: _Item) -> Pattern:
 Alts = list  # [(Expr | None, Expr)]
 
 
+def _boolean_nodes() -> tuple:
+    from sqlglot import exp
+    return (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between,
+            exp.Boolean)
+
+
 def _and(a: Expr | None, b: Expr | None) -> Expr | None:
     if a is None:
         return b
@@ -469,6 +467,8 @@ class _Define:
             return [(None, lit(bool(node.this) == want) == 1.0)]
         if isinstance(node, exp.Null):
             return [(None, lit(None) == 1.0)]
+        if isinstance(node, exp.Case):
+            return self._case(node, lambda v: self.truth(v, want))
         # a boolean-valued operand (a column read as a condition): TRUE where it is, FALSE where it is not null
         return [(g, e if want else ~e & ~e.is_null()) for g, e in self.value(node)]
 
@@ -513,33 +513,13 @@ class _Define:
             if table is None or table == self.var:
                 return [(None, col(name))]
             return [(None, last(name, of=table))]
-        binops = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__",
-                  exp.EQ: "__eq__", exp.NEQ: "__ne__", exp.LT: "__lt__", exp.LTE: "__le__", exp.GT: "__gt__",
-                  exp.GTE: "__ge__", exp.And: "__and__", exp.Or: "__or__"}
-        if isinstance(node, exp.Div) and _int_typed(node, self.helpers.ints):
-            binops[exp.Div] = "quot"          # Flink: INT / INT is an INT, truncated
-        for cls, meth in binops.items():
-            if type(node) is cls:
-                return _combine(self.value(node.this), self.value(node.expression),
-                                lambda a, b, m=meth: getattr(a, m)(b))
-        if isinstance(node, exp.Not):
-            return [(g, ~e) for g, e in self.value(node.this)]
-        if isinstance(node, exp.Is):
-            if not isinstance(node.expression, exp.Null):
-                raise _err(clause, node, "only IS NULL / IS NOT NULL")
-            return [(g, e.is_null()) for g, e in self.value(node.this)]
-        if isinstance(node, exp.In):
-            vals = []
-            for v in node.expressions:
-                if not isinstance(v, exp.Literal):
-                    raise _err(clause, v, "IN takes a list of literals")
-                vals.append(v.this if v.is_string else float(v.this))
-            return [(g, e.is_in(vals)) for g, e in self.value(node.this)]
-        if isinstance(node, exp.Between):
-            x = self.value(node.this)
-            lo = _combine(x, self.value(node.args["low"]), lambda a, b: a >= b)
-            hi = _combine(x, self.value(node.args["high"]), lambda a, b: a <= b)
-            return _combine(lo, hi, lambda a, b: a & b)
+        arith = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__"}
+        if type(node) in arith:
+            meth = "quot" if isinstance(node, exp.Div) and _int_typed(node, self.helpers.ints) else arith[type(node)]
+            return _combine(self.value(node.this), self.value(node.expression),   # quot: Flink's INT / INT
+                            lambda a, b, m=meth: getattr(a, m)(b))
+        if isinstance(node, _boolean_nodes()):    # a condition used as a value: where it is TRUE
+            return self.truth(node, True)
         if isinstance(node, (exp.First, exp.Last)):
             return self._first_last(node, "first" if isinstance(node, exp.First) else "last",
                                     [node.this] + ([node.expression] if node.expression is not None else []))
@@ -555,18 +535,14 @@ class _Define:
                 return [(None, col(self.time))]
             raise _err(clause, node, f"unsupported function {node.name}()")
         if isinstance(node, exp.Case):
-            return self._case(node)
-        if isinstance(node, exp.Abs):
-            return [(_and(g, e >= 0), e) for g, e in self.value(node.this)] + \
-                [(_and(g, e < 0), -e) for g, e in self.value(node.this)]
-        if isinstance(node, (exp.Floor, exp.Ceil)):
+            return self._case(node, self.value)
+        if isinstance(node, (exp.Abs, exp.Floor, exp.Ceil)):     # by cases, NULL in NULL out
             out = []
             for g, e in self.value(node.this):
                 t = e.quot(1.0)
-                if isinstance(node, exp.Floor):
-                    out += [(_and(g, e >= t), t), (_and(g, e < t), t - 1)]
-                else:
-                    out += [(_and(g, e <= t), t), (_and(g, e > t), t + 1)]
+                cases = {exp.Abs: [(e >= 0, e), (e < 0, -e)], exp.Floor: [(e >= t, t), (e < t, t - 1)],
+                         exp.Ceil: [(e <= t, t), (e > t, t + 1)]}[type(node)]
+                out += [(_and(g, when), v) for when, v in cases] + [(_and(g, e.is_null()), lit(None))]
             return out
         if isinstance(node, exp.Mod):      # the sign of the dividend, as SQL (and Java) have it
             return _combine(self.value(node.this), self.value(node.expression), lambda a, b: a - b * a.quot(b))
@@ -577,19 +553,20 @@ class _Define:
             raise _err(clause, node, f"unsupported function {type(node).__name__.upper()}()")
         raise _err(clause, node, f"unsupported expression ({type(node).__name__})")
 
-    def _case(self, node) -> Alts:
-        """CASE [x] WHEN c THEN v ... [ELSE d] END: each value under the guard that its WHEN is
-        TRUE and no earlier one was (a WHEN that is NULL falls through, as in SQL)."""
+    def _case(self, node, branch_value) -> Alts:
+        """CASE [x] WHEN c THEN v ... [ELSE d] END: each branch's ``branch_value`` (its value, or
+        where it is TRUE or FALSE) under the guard that its WHEN is TRUE and no earlier one was
+        (a WHEN that is NULL falls through, and no ELSE is ELSE NULL, as in SQL)."""
         from sqlglot import exp
         out: Alts = []
         before: Expr | None = None          # no earlier WHEN was TRUE
         for branch in node.args.get("ifs") or []:
-            cond = branch.this if node.this is None else exp.EQ(this=node.this, expression=branch.this)
+            cond = branch.this if node.this is None else exp.EQ(this=node.this.copy(), expression=branch.this.copy())
             hit = _collapse(self.truth(cond, True))
-            out += [(_and(_and(before, hit), g), e) for g, e in self.value(branch.args["true"])]
+            out += [(_and(_and(before, hit), g), e) for g, e in branch_value(branch.args["true"])]
             before = _and(before, ~hit)
         default = node.args.get("default")
-        out += [(_and(before, g), e) for g, e in (self.value(default) if default is not None else [(None, lit(None))])]
+        out += [(_and(before, g), e) for g, e in branch_value(default if default is not None else exp.Null())]
         return out
 
     def _first_last(self, node, fn: str, args, n: int | None = None) -> Alts:
@@ -667,24 +644,26 @@ class _Define:
             table, c = self._expression(arg)
             field = c
         own = table is None or table == self.var
-        of = self.vars if table is None else [table]
-        so_far = _make_agg(func, field, tuple(of))
-        integer = func == "avg" and _int_typed(node, self.helpers.ints)    # Flink: AVG of an INT is an INT
-        if func == "sum":             # SQL: the SUM of no (non-null) values is NULL, colcep's sum is 0
-            none = _make_agg("count", field, tuple(of)) == 0
+        of = tuple(self.vars if table is None else [table])
+        so_far = _make_agg(func, field, of)
+        isnull, notnull = c.is_null(), ~c.is_null()
+        if func == "count" and not (isinstance(field, str) and field in self.helpers.numeric):
+            return [(None, so_far + 1 if own else so_far)]     # rows: colcep's count (module docstring)
+        # SQL's aggregates skip NULLs: the values so far are the sum of 1 per non-null value
+        values = _make_agg("sum", c * 0.0 + 1.0, of)
+        if func == "count":
+            return [(None, values)] if not own else [(isnull, values), (notnull, values + 1)]
+        if func == "sum":             # the SUM of no values is NULL (colcep's sum is 0)
             if not own:
-                return [(none, lit(None)), (~none, so_far)]
-            return [(c.is_null() & none, lit(None)), (c.is_null() & ~none, so_far), (~c.is_null(), so_far + c)]
+                return [(values == 0, lit(None)), (values > 0, so_far)]
+            return [(isnull & (values == 0), lit(None)), (isnull & (values > 0), so_far), (notnull, so_far + c)]
+        integer = func == "avg" and _int_typed(node, self.helpers.ints)    # Flink: AVG of an INT is an INT
         if not own:
             return [(None, so_far.quot(1.0) if integer else so_far)]
-        isnull, notnull = c.is_null(), ~c.is_null()
-        if func == "count":        # colcep's count counts rows (see the module docstring)
-            return [(None, so_far + 1)]
         if func == "avg":
-            s, n = _make_agg("sum", field, tuple(of)), _make_agg("count", field, tuple(of))
-            if integer:
-                return [(isnull, so_far.quot(1.0)), (notnull, (s + c).quot(n + 1))]
-            return [(isnull, so_far), (notnull, (s + c) / (n + 1))]
+            s = _make_agg("sum", field, of)
+            mean = (s + c).quot(values + 1) if integer else (s + c) / (values + 1)
+            return [(isnull, so_far.quot(1.0) if integer else so_far), (notnull, mean)]
         # min / max: the current row if it is the first non-null value or beats the others
         better = (c < so_far) if func == "min" else (c > so_far)
         return [(isnull, so_far), (notnull & (so_far.is_null() | better), c),
@@ -732,8 +711,9 @@ class _Helpers:
     """Columns colcep adds before matching: lag / lead columns for PREV / NEXT, and the values
     of expressions that aggregates, FIRST and LAST take (``SUM(A.price * A.volume)``)."""
 
-    def __init__(self, ints: frozenset = frozenset()):
+    def __init__(self, ints: frozenset = frozenset(), numeric: frozenset = frozenset()):
         self.ints = ints          # integer columns, typed as Flink types them (Flink mode only)
+        self.numeric = numeric    # numeric columns (COUNT(X.col) skips their NULLs)
         self.shifts: dict[tuple[str, int], str] = {}
         self.derived: dict[str, tuple[str, Any]] = {}     # expression text -> (column, expression)
 
@@ -856,7 +836,6 @@ def _analyse(query: str, tables: "dict[str, Any] | None", semantics: str = "cep"
     with too_deep_is_an_error(query):
         q = _analyse_query(query, tables, semantics)
         if q.flink:
-            from colcep.lang.sql.flink import refused_by_flink
             refused_by_flink(q)
         return q
 
@@ -998,19 +977,22 @@ def compile_query(query: str, columns: "list[str] | pa.Schema", semantics: str =
     """The Pattern a MATCH_RECOGNIZE query runs, for input with these columns. It reads only
     the input's columns (``PREV`` and ``LAST(X.col, n)`` become ``prev()``, aggregates over
     expressions colcep's own), so it runs on streams, in a Matcher or on Spark, except for
-    ``NEXT(col, k)`` in DEFINE, which reads the helper column ``__colcep_next<k>_<col>`` that
-    :func:`sql` adds before matching."""
+    ``NEXT(col, k)`` and ``FIRST(X.col, k)`` in DEFINE, which read the helper column
+    ``__colcep_next<k>_<col>`` that :func:`sql` adds before matching. ``columns`` as a schema
+    gives SQL's typing (integer arithmetic in Flink mode, COUNT skipping NULLs)."""
     with too_deep_is_an_error(query):
         q = _analyse(query, None, semantics)
         return _query_pattern(q, list(columns.names) if isinstance(columns, pa.Schema) else list(columns),
-                              _Helpers(integer_columns(columns) if q.flink else frozenset()))
+                              helpers_for(q, columns))
 
 
-def integer_columns(schema: "pa.Schema | list[str]") -> frozenset:
-    """The integer columns of a schema (none for a list of names)."""
+def helpers_for(q: _Query, schema: "pa.Schema | list[str]") -> "_Helpers":
+    """The helper registry for a query over ``schema`` (column names alone: types unknown)."""
     if not isinstance(schema, pa.Schema):
-        return frozenset()
-    return frozenset(f.name for f in schema if pa.types.is_integer(f.type))
+        return _Helpers()
+    ints = frozenset(f.name for f in schema if pa.types.is_integer(f.type))
+    numeric = frozenset(f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+    return _Helpers(ints if q.flink else frozenset(), numeric)
 
 
 def _query_pattern(q, columns: list[str], helpers: "_Helpers") -> Pattern:

@@ -15,7 +15,7 @@ from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
 from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query,
-                                    _query_pattern, integer_columns, too_deep_is_an_error)
+                                    _query_pattern, function_args, function_name, helpers_for, too_deep_is_an_error)
 from colcep.skip import SkipToFirst, SkipToLast
 
 def run(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any) -> pa.Table:
@@ -54,7 +54,7 @@ def prepare(query: str, semantics: str, tables: dict) -> Prepared:
         if c not in columns:
             clause = "PARTITION BY" if c in q.partition else "ORDER BY"
             raise _err(clause, c, f"no column {c!r} in table {q.table} (columns: {', '.join(columns)})")
-    helpers = _Helpers(integer_columns(tbl.schema) if q.flink else frozenset())
+    helpers = helpers_for(q, tbl.schema)
     pattern = _query_pattern(q, columns, helpers)
     # measures may need lag / lead columns too: resolve them before the table is prepared
     ev = _Measures(q, columns, helpers)
@@ -119,10 +119,9 @@ class _Measures:
             if arg is not None and not isinstance(arg, (exp.Column, exp.Star, exp.Distinct)):
                 self.helpers.expression(arg, f"MEASURES {name}", self.q.variables, self.columns)
         for f in node.find_all(exp.Anonymous, exp.Func):
-            fn = f.name.upper() if isinstance(f, exp.Anonymous) else type(f).__name__.upper()
+            fn = function_name(f)
             if fn in ("PREV", "NEXT", "LAG", "LEAD"):
-                args = f.expressions if isinstance(f, exp.Anonymous) else [f.this] + (
-                    [f.expression] if f.expression is not None else [])
+                args = function_args(f)
                 k = int(args[1].this) if len(args) > 1 and isinstance(args[1], exp.Literal) else 1
                 if not args or not isinstance(args[0], exp.Column):
                     raise _err(f"MEASURES {name}", f, f"{fn} takes a column")
@@ -187,28 +186,29 @@ class _Measures:
         return self._select(table)
 
     def _flink_skip_check(self, first_row: np.ndarray) -> None:
-        """Flink fails the job on a match whose skip target has no row, or whose target row is
-        the match's first (the next match would start where this one did)."""
+        """Flink fails the job on the first match it emits whose skip target has no row, or whose
+        target row is the match's first (the next match would start where this one did): of the
+        matches that would, the one completing first."""
         skip = self.q.skip
         to_first = isinstance(skip, SkipToFirst)
         clause = f"AFTER MATCH SKIP TO {'FIRST' if to_first else 'LAST'} {skip.stage}"
         sel = np.flatnonzero(self.stages == skip.stage)
-        n = np.bincount(self.mpos[sel], minlength=self.nm)
-        where = np.flatnonzero(n == 0)
-        if len(where):
-            m = int(where[0])
+        missing = np.bincount(self.mpos[sel], minlength=self.nm) == 0
+        # the events are ordered by (match, row): a match's first / last event of the target
+        at = np.searchsorted(self.mpos[sel], np.arange(self.nm), "left" if to_first else "right")
+        target = np.where(missing, -1, self.rows[sel][np.clip(at if to_first else at - 1, 0, max(len(sel) - 1, 0))]
+                          if len(sel) else -1)
+        failing = np.flatnonzero(missing | (target == first_row))
+        if not len(failing):
+            return
+        m = int(failing[np.argmin(self.last_row[failing])])
+        if missing[m]:
             raise SqlError(f"{clause}: a match has no row of {skip.stage} (the match ending at "
                            f"{self._time_at(self.last_row[m])}); Flink fails the job here ('Could not skip to "
                            f"{skip.stage}. No such element in the found match')")
-        # the events are ordered by (match, row): a match's first / last event of the target
-        at = np.searchsorted(self.mpos[sel], np.arange(self.nm), "left" if to_first else "right")
-        target = self.rows[sel][at if to_first else at - 1]
-        where = np.flatnonzero(target == first_row)
-        if len(where):
-            m = int(where[0])
-            raise SqlError(f"{clause}: the target is the first row of a match (the match starting at "
-                           f"{self._time_at(first_row[m])}), so the next match would start where this one did; "
-                           "Flink fails the job here ('Could not skip to first element of a match')")
+        raise SqlError(f"{clause}: the target is the first row of a match (the match starting at "
+                       f"{self._time_at(first_row[m])}), so the next match would start where this one did; "
+                       "Flink fails the job here ('Could not skip to first element of a match')")
 
     def _time_at(self, row: int) -> Any:
         return self.work.column(self.q.time)[int(row)].as_py()
@@ -356,6 +356,8 @@ class _Measures:
                 if isinstance(node, exp.Div):
                     a, b = pc.cast(a, pa.float64()), pc.cast(b, pa.float64())
                     if _int_typed(node, self.helpers.ints):      # Flink: INT / INT is an INT, truncated
+                        if pc.any(pc.equal(b, 0.0)).as_py():
+                            raise _err(clause, node, "an integer division by zero (Flink fails the job: / by zero)")
                         return pc.cast(pc.trunc(f(a, b)), pa.int64())
                 return f(a, b)
         if isinstance(node, exp.Not):
@@ -367,13 +369,14 @@ class _Measures:
         if isinstance(node, exp.Case):
             conds, vals = [], []
             for branch in node.args.get("ifs") or []:
-                cond = branch.this if node.this is None else exp.EQ(this=node.this, expression=branch.this)
+                cond = branch.this if node.this is None else exp.EQ(this=node.this.copy(), expression=branch.this.copy())
                 conds.append(pc.fill_null(self.value(name, cond), False))
                 vals.append(self.value(name, branch.args["true"]))
             default = node.args.get("default")
-            vals.append(self.value(name, default) if default is not None else pa.nulls(size, vals[0].type))
-            vals = [pc.cast(v, pa.float64()) if len({x.type for x in vals}) > 1 and pa.types.is_integer(v.type) else v
-                    for v in vals]
+            vals.append(self.value(name, default if default is not None else exp.Null()))
+            types = {v.type for v in vals if not pa.types.is_null(v.type)}     # NULL branches take the others' type
+            common = (types.pop() if len(types) == 1 else pa.float64()) if types else pa.null()
+            vals = [pc.cast(v, common) for v in vals]
             return pc.case_when(pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))]), *vals)
         if isinstance(node, exp.Abs):
             return pc.abs(self.value(name, node.this))
@@ -382,6 +385,8 @@ class _Measures:
             return v if pa.types.is_integer(v.type) else (pc.floor if isinstance(node, exp.Floor) else pc.ceil)(v)
         if isinstance(node, exp.Mod):      # the sign of the dividend, as SQL (and Java) have it
             a, b = self.value(name, node.this), self.value(name, node.expression)
+            if _int_typed(node, self.helpers.ints) and pc.any(pc.equal(b, 0)).as_py():
+                raise _err(clause, node, "an integer MOD by zero (Flink fails the job: / by zero)")
             r = pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(pc.cast(a, pa.float64()), pc.cast(b, pa.float64())))))
             return pc.cast(r, a.type) if pa.types.is_integer(a.type) and pa.types.is_integer(b.type) else r
         if isinstance(node, (exp.First, exp.Last)):

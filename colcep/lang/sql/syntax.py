@@ -1,0 +1,33 @@
+"""What every part of the SQL front-end shares: its error, and reading sqlglot's nodes."""
+from __future__ import annotations
+
+from typing import Any
+
+from colcep.errors import PatternError
+
+
+class SqlError(PatternError):
+    """A MATCH_RECOGNIZE query colcep cannot parse or run; names the clause and the token."""
+
+
+def _err(clause: str, token: Any, message: str) -> SqlError:
+    try:
+        tok = token.sql() if hasattr(token, "sql") else str(token)
+    except Exception:  # noqa: BLE001 - sqlglot cannot print some partial nodes
+        tok = type(token).__name__.upper()
+    tok = " ".join(tok.split())
+    return SqlError(f"{clause}: {message} (at {tok!r})" if tok else f"{clause}: {message}")
+
+
+def function_name(f) -> str:
+    """A sqlglot function node's SQL name, upper case (``PREV``, ``MATCH_ROWTIME``...)."""
+    from sqlglot import exp
+    return f.name.upper() if isinstance(f, exp.Anonymous) else type(f).__name__.upper()
+
+
+def function_args(f) -> list:
+    """A sqlglot function node's arguments, in order."""
+    from sqlglot import exp
+    if isinstance(f, exp.Anonymous):
+        return list(f.expressions)
+    return [f.this] + ([f.expression] if f.expression is not None else [])
