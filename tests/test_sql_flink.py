@@ -17,19 +17,20 @@ from flinksql import (check, compare, engine_matches, flink_error, load, outcome
 CASES = load()
 # colcep's one deliberate divergence (conformance/SEMANTICS.md point 15): where matches held back
 # behind an earlier partial match share their start event, Flink emits them in its heap's order
-TIES = {"g2_20"}
+TIES = {"g2_20", "g5_46"}
 TICKS = table(next(c for c in CASES if c.get("expected")))      # 30 ticks of two symbols
 
 
 def test_the_corpus_covers_what_it_claims():
     ran = [c for c in CASES if "error" not in c]
-    assert len(CASES) >= 1300
-    assert sum(bool(c["expected"]) for c in ran) >= 300, "queries that find matches"
-    assert len(CASES) - len(ran) >= 400, "queries Flink refuses are in the corpus too"
+    assert len(CASES) >= 1600
+    assert sum(bool(c["expected"]) for c in ran) >= 400, "queries that find matches"
+    assert len(CASES) - len(ran) >= 500, "queries Flink refuses are in the corpus too"
+    assert sum(any(v is None for r in c["rows"] for v in r) for c in ran) >= 200, "input with NULLs"
     text = " ".join(c["sql"] for c in ran)
     for feature in ("MATCH_ROWTIME()", "+?", "*?", "{2,}?", "WITHIN INTERVAL", "SKIP TO FIRST", "SKIP TO LAST",
                     "SKIP PAST LAST ROW", "SKIP TO NEXT ROW", "AVG(", "SUM(", "COUNT(", " / ", "IS NULL", ", 2)",
-                    "NOT IN", "BETWEEN", "PREV(", "CASE WHEN"):
+                    "NOT IN", "BETWEEN", "PREV(", "CASE WHEN", "ABS(", "FLOOR(", "CEIL(", "MOD(", "IS NOT NULL"):
         assert feature in text, feature
     reasons = collections.Counter(flink_error(c).split(".")[0] for c in CASES if "error" in c)
     for reason in ("Greedy quantifiers are not allowed as the last element of a Pattern yet",
@@ -70,7 +71,7 @@ def test_cep_semantics_give_flink_rows_wherever_flink_runs_the_query():
         return m is not None and m.group(1) == m.group(2) and m.group(3) in ("", "+", "+?", "{2}", "{2}?", "{1,3}",
                                                                                "{1,3}?", "{2,}", "{2,}?", "{1}")
     same = [c for c in CASES if "error" not in c and " / " not in c["sql"] and "AVG(" not in c["sql"]
-            and "PREV(" not in c["sql"] and not skips_to_the_first_row(c["sql"])]
+            and "PREV(" not in c["sql"] and not skips_to_the_first_row(c["sql"]) and c["id"] not in TIES]
     assert len(same) > 200
     for c in same:
         assert compare(c, cc.sql(c["sql"], t=table(c)).to_pylist()) is None, c["sql"]
@@ -141,16 +142,18 @@ def test_a_skip_flink_fails_on_is_a_sql_error_only_when_a_match_hits_it():
 @pytest.mark.spark
 def test_spark_gives_the_in_process_rows():
     """The cases through ``colcep.sql`` on a Spark DataFrame give the in-process rows, or the
-    SqlError (a failure found while matching fails the Spark job with its message): every case
-    where Flink found matches or failed the job, every refusal (raised before Spark runs), and
-    a tenth of the queries without matches (a Spark job costs ~0.15 s; all of them: 3 min)."""
+    SqlError (a failure found while matching fails the Spark job with its message): every
+    refusal (raised before Spark runs), a third of the cases where Flink found matches or
+    failed the job, a tenth of those without matches (a Spark job here costs 0.15-0.25 s, so
+    all of them would take 3-4 minutes of CI)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from colcep.spark import local_session
     spark = local_session(2)
-    empty = [c for c in CASES if c.get("expected") == []]
-    cases = [c for c in CASES if c.get("expected") != []] + empty[::10]
-    assert len(cases) > 700
+    refused = [c for c in CASES if "error" in c and not c["rows"]]
+    ran = [c for c in CASES if c.get("expected") or ("error" in c and c["rows"])]
+    cases = refused + ran[::3] + [c for c in CASES if c.get("expected") == []][::10]
+    assert len(cases) > 600
     with ThreadPoolExecutor(4) as pool:      # Spark jobs from 4 threads: its scheduling overlaps
         on_spark = list(pool.map(lambda c: outcome(c, spark), cases))
     for case, got in zip(cases, on_spark):

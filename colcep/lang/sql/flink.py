@@ -67,7 +67,7 @@ def refused_by_flink(q: Any) -> None:
         if re.search(r"\{\s*,", it.text):
             raise _err("PATTERN", it.text, "a quantifier without a lower bound ({,m}): Flink's times(from, to) "
                        "needs from > 0; write {0,m}" + _FLINK)
-        if it.lo == 0 and previous is not None and _greedy(previous):
+        if (it.lo, it.hi) in ((0, 1), (0, None)) and previous is not None and _greedy(previous):   # ? and *
             raise _err("PATTERN", it.text, f"an optional variable cannot be preceded by a greedy one ({previous.text})"
                        + _FLINK)
         if it.reluctant and (it.lo, it.hi) == (0, 1):

@@ -44,7 +44,10 @@ compiled to Flink CEP: concatenation is strict contiguity (``next``), quantified
   colcep's aggregates over expressions, in MEASURES a column computed first). ``SUM``, ``AVG``
   and ``COUNT(X.col)`` skip NULLs as SQL's do (in DEFINE, ``COUNT`` of a column that is not
   numeric, or of one whose type is unknown, as in :func:`compile_query` over column names,
-  counts rows). ``PREV(col, k)`` of the
+  counts rows). ``FIRST``/``LAST`` (and ``X.col`` of another variable) are the value at that
+  row, NULL included: colcep's ``first``/``last`` skip NULLs, so a column that holds NULLs is
+  read through a helper column carrying them as ``NULL_SENTINEL`` (the Pattern of
+  :func:`compile_query`, which sees no data, skips them). ``PREV(col, k)`` of the
   current row is the partition's k-th previous row, which may lie outside the match: colcep's
   ``prev(col, k)`` (``colcep.engine.history``: computed per key and carried across batches and
   snapshots, so the Pattern of :func:`compile_query` runs on streams as it is), as is the
@@ -512,7 +515,7 @@ class _Define:
             table, name = self._col(node)
             if table is None or table == self.var:
                 return [(None, col(name))]
-            return [(None, last(name, of=table))]
+            return self._at_row(last, name, [table])
         arith = {exp.Add: "__add__", exp.Sub: "__sub__", exp.Mul: "__mul__", exp.Div: "__truediv__"}
         if type(node) in arith:
             meth = "quot" if isinstance(node, exp.Div) and _int_typed(node, self.helpers.ints) else arith[type(node)]
@@ -594,25 +597,35 @@ class _Define:
         agg = first if fn == "first" else last
         if n == 0:
             if not own or fn == "last":
-                return [(None, value)] if own else [(None, agg(field, of=of))]
+                return [(None, value)] if own else self._at_row(agg, field, of)
             c = count(of=of)
-            return [(c == 0, value), (c > 0, first(field, of=of))]
+            return [(c == 0, value)] + self._at_row(first, field, of, c > 0)
         if not self._contiguous(table):
             raise _err(clause, node, f"{fn.upper()}(..., {n}) of a variable inside a group or an alternation is not "
                        "supported: its rows need not be contiguous")
         c = count(of=of)          # rows of the set before the current one
         if fn == "last":
             if own and n == 1:    # the row before the current one: the set's last so far
-                return [(None, last(field, of=of))]
+                return self._at_row(last, field, of)
             if own:               # the current row is the set's last: n rows back
                 return [(c >= n, prev(value, n)), (c < n, lit(None))]
-            return [(c > n, last(prev(value, n), of=of)), (c <= n, lit(None))]
+            return self._at_row(last, field, of, c > n, lambda v: prev(v, n)) + [(c <= n, lit(None))]
         if name is None:
             raise _err(clause, node, f"FIRST(..., {n}) takes a column, not an expression")
-        ahead = col(self.helpers.shifted(name, n))
+        ahead = (lambda v: col(self.helpers.shifted(v.args[0], n)))      # the row n after, a lead column
         if own:
-            return [(c > n, first(ahead, of=of)), (c == n, value), (c < n, lit(None))]
-        return [(c > n, first(ahead, of=of)), (c <= n, lit(None))]
+            return self._at_row(first, name, of, c > n, ahead) + [(c == n, value), (c < n, lit(None))]
+        return self._at_row(first, name, of, c > n, ahead) + [(c <= n, lit(None))]
+
+    def _at_row(self, agg, field: "str | Expr", of: list[str], guard: Expr | None = None,
+                shift=lambda v: v) -> Alts:
+        """``agg`` (colcep's ``first``/``last``) of ``shift(field)`` over ``of``: SQL's FIRST/LAST,
+        the value at that row, NULL included. colcep's skip NULLs, so a column holding NULLs is
+        read through a helper column carrying them as ``NULL_SENTINEL``."""
+        if not (isinstance(field, str) and field in self.helpers.nullable):
+            return [(guard, agg(shift(col(field)) if isinstance(field, str) else shift(field), of=of))]
+        v = agg(shift(col(self.helpers.filled(field))), of=of)
+        return [(_and(guard, v.is_null() | (v == NULL_SENTINEL)), lit(None)), (_and(guard, v != NULL_SENTINEL), v)]
 
     def _contiguous(self, table: str | None) -> bool:
         """Whether ``table``'s rows (None: the match's) form one contiguous run of the partition:
@@ -711,11 +724,18 @@ class _Helpers:
     """Columns colcep adds before matching: lag / lead columns for PREV / NEXT, and the values
     of expressions that aggregates, FIRST and LAST take (``SUM(A.price * A.volume)``)."""
 
-    def __init__(self, ints: frozenset = frozenset(), numeric: frozenset = frozenset()):
+    def __init__(self, ints: frozenset = frozenset(), numeric: frozenset = frozenset(),
+                 nullable: frozenset = frozenset()):
         self.ints = ints          # integer columns, typed as Flink types them (Flink mode only)
         self.numeric = numeric    # numeric columns (COUNT(X.col) skips their NULLs)
+        self.nullable = nullable  # numeric columns holding NULLs: FIRST / LAST read them through filled()
+        self.fills: dict[str, str] = {}
         self.shifts: dict[tuple[str, int], str] = {}
         self.derived: dict[str, tuple[str, Any]] = {}     # expression text -> (column, expression)
+
+    def filled(self, column: str) -> str:
+        """The helper column holding ``column`` with its NULLs as ``NULL_SENTINEL``."""
+        return self.fills.setdefault(column, f"__colcep_filled_{column}")
 
     def shifted(self, column: str, k: int) -> str:
         key = (column, k)
@@ -986,13 +1006,17 @@ def compile_query(query: str, columns: "list[str] | pa.Schema", semantics: str =
                               helpers_for(q, columns))
 
 
-def helpers_for(q: _Query, schema: "pa.Schema | list[str]") -> "_Helpers":
-    """The helper registry for a query over ``schema`` (column names alone: types unknown)."""
+def helpers_for(q: _Query, schema: "pa.Schema | list[str]", nullable: frozenset = frozenset()) -> "_Helpers":
+    """The helper registry for a query over ``schema`` (column names alone: types unknown),
+    ``nullable`` the numeric columns that hold NULLs."""
     if not isinstance(schema, pa.Schema):
         return _Helpers()
     ints = frozenset(f.name for f in schema if pa.types.is_integer(f.type))
     numeric = frozenset(f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
-    return _Helpers(ints if q.flink else frozenset(), numeric)
+    return _Helpers(ints if q.flink else frozenset(), numeric, nullable & numeric)
+
+
+NULL_SENTINEL = -1.2345678901234567e307   # a NULL carried through colcep's first / last (a value no tick has)
 
 
 def _query_pattern(q, columns: list[str], helpers: "_Helpers") -> Pattern:

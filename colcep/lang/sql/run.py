@@ -15,7 +15,8 @@ from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
 from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query,
-                                    _query_pattern, function_args, function_name, helpers_for, too_deep_is_an_error)
+                                    _query_pattern, function_args, function_name, helpers_for, NULL_SENTINEL,
+                                    too_deep_is_an_error)
 from colcep.skip import SkipToFirst, SkipToLast
 
 def run(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any) -> pa.Table:
@@ -54,7 +55,7 @@ def prepare(query: str, semantics: str, tables: dict) -> Prepared:
         if c not in columns:
             clause = "PARTITION BY" if c in q.partition else "ORDER BY"
             raise _err(clause, c, f"no column {c!r} in table {q.table} (columns: {', '.join(columns)})")
-    helpers = helpers_for(q, tbl.schema)
+    helpers = helpers_for(q, tbl.schema, frozenset(c for c in columns if tbl.column(c).null_count))
     pattern = _query_pattern(q, columns, helpers)
     # measures may need lag / lead columns too: resolve them before the table is prepared
     ev = _Measures(q, columns, helpers)
@@ -77,6 +78,8 @@ def prepare(query: str, semantics: str, tables: dict) -> Prepared:
     for hname, node in helpers.derived.values():      # expressions inside aggregates, FIRST, LAST
         v = _arrow_eval(node, work, helpers.ints)
         work = work.append_column(hname, v if not isinstance(v, pa.Scalar) else pa.array([v.as_py()] * n, pa.float64()))
+    for cname, hname in helpers.fills.items():        # FIRST / LAST of a column with NULLs
+        work = work.append_column(hname, pc.fill_null(pc.cast(work.column(cname), pa.float64()), NULL_SENTINEL))
     # lag / lead columns per partition (PREV / NEXT)
     if helpers.shifts:
         by_key = np.argsort(key_codes, kind="stable")
