@@ -118,25 +118,27 @@ def outcome(case: dict, spark: Any = None) -> tuple:
 def check(case: dict, spark: Any = None) -> str | None:
     """None when colcep gives the case's Flink result (rows, or a SqlError where Flink failed),
     else what differs."""
-    from colcep.lang.sql import SqlError
     try:
-        got = colcep_rows(case, spark)
-    except Exception as exc:  # noqa: BLE001 - a mismatch unless Flink failed too
-        # on Spark, a failure found while matching (a skip Flink fails on) is the task's error
-        sql_error = isinstance(exc, SqlError) or (spark is not None and "SqlError" in str(exc))
-        if sql_error and flink_error(case) is not None:
-            return reason_mismatch(flink_error(case), str(exc))
-        what = f"SqlError({exc})" if sql_error else f"{type(exc).__name__}: {exc}"
-        return f"colcep raised {what}, Flink gave {len(case.get('expected') or [])} rows"
-    return compare(case, got)
+        kind, got = outcome(case, spark)
+    except Exception as exc:  # noqa: BLE001 - reported as a mismatch
+        return f"colcep raised {type(exc).__name__}: {exc}, Flink gave {len(case.get('expected') or [])} rows"
+    if kind == "SqlError":
+        if flink_error(case) is not None:
+            return reason_mismatch(flink_error(case), got)
+        return f"colcep raised SqlError({got}), Flink gave {len(case['expected'])} rows"
+    return _compare(case, got)
 
 
 def compare(case: dict, got: list[dict]) -> str | None:
     """None when the rows colcep gave are the rows Flink gave (as multisets), else what differs."""
+    return _compare(case, normalised(got))
+
+
+def _compare(case: dict, g: list[tuple]) -> str | None:
     want_err = flink_error(case)
     if want_err is not None:
-        return f"colcep gave {len(got)} rows, Flink failed: {want_err}"
-    g, w = normalised(got), normalised(case["expected"])
+        return f"colcep gave {len(g)} rows, Flink failed: {want_err}"
+    w = normalised(case["expected"])
     if g != w:
         return f"rows differ:\n  colcep {g}\n  flink  {w}"
     return None

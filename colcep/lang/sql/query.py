@@ -109,7 +109,7 @@ import pyarrow.compute as pc
 
 from colcep.errors import PatternError
 from colcep.lang.sql.flink import refused_by_flink
-from colcep.lang.sql.syntax import SqlError, _err, function_args, function_name
+from colcep.lang.sql.syntax import SqlError, _err, case_branches, function_args, function_name
 from colcep.expr import Expr, col, count, first, last, lit, prev
 from colcep.expr import _agg as _make_agg
 from colcep.pattern import Pattern
@@ -549,9 +549,9 @@ class _Define:
             return out
         if isinstance(node, exp.Mod):      # the sign of the dividend, as SQL (and Java) have it
             return _combine(self.value(node.this), self.value(node.expression), lambda a, b: a - b * a.quot(b))
-        if isinstance(node, exp.Func) and type(node).__name__.upper() in ("PREV", "NEXT", "LAG", "LEAD"):
-            fn = {"LAG": "PREV", "LEAD": "NEXT"}.get(type(node).__name__.upper(), type(node).__name__.upper())
-            return self._physical(node, fn, [node.this] + ([node.expression] if node.expression is not None else []))
+        if isinstance(node, exp.Func) and function_name(node) in ("PREV", "NEXT", "LAG", "LEAD"):
+            fn = {"LAG": "PREV", "LEAD": "NEXT"}.get(function_name(node), function_name(node))
+            return self._physical(node, fn, function_args(node))
         if isinstance(node, exp.Func):
             raise _err(clause, node, f"unsupported function {type(node).__name__.upper()}()")
         raise _err(clause, node, f"unsupported expression ({type(node).__name__})")
@@ -560,16 +560,12 @@ class _Define:
         """CASE [x] WHEN c THEN v ... [ELSE d] END: each branch's ``branch_value`` (its value, or
         where it is TRUE or FALSE) under the guard that its WHEN is TRUE and no earlier one was
         (a WHEN that is NULL falls through, and no ELSE is ELSE NULL, as in SQL)."""
-        from sqlglot import exp
         out: Alts = []
         before: Expr | None = None          # no earlier WHEN was TRUE
-        for branch in node.args.get("ifs") or []:
-            cond = branch.this if node.this is None else exp.EQ(this=node.this.copy(), expression=branch.this.copy())
-            hit = _collapse(self.truth(cond, True))
-            out += [(_and(_and(before, hit), g), e) for g, e in branch_value(branch.args["true"])]
-            before = _and(before, ~hit)
-        default = node.args.get("default")
-        out += [(_and(before, g), e) for g, e in branch_value(default if default is not None else exp.Null())]
+        for cond, value in case_branches(node):
+            hit = None if cond is None else _collapse(self.truth(cond, True))
+            out += [(_and(_and(before, hit), g), e) for g, e in branch_value(value)]
+            before = None if cond is None else _and(before, ~hit)
         return out
 
     def _first_last(self, node, fn: str, args, n: int | None = None) -> Alts:

@@ -15,7 +15,7 @@ from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
 from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query,
-                                    _query_pattern, function_args, function_name, helpers_for, NULL_SENTINEL,
+                                    _query_pattern, case_branches, function_args, function_name, helpers_for, NULL_SENTINEL,
                                     too_deep_is_an_error)
 from colcep.skip import SkipToFirst, SkipToLast
 
@@ -199,8 +199,9 @@ class _Measures:
         missing = np.bincount(self.mpos[sel], minlength=self.nm) == 0
         # the events are ordered by (match, row): a match's first / last event of the target
         at = np.searchsorted(self.mpos[sel], np.arange(self.nm), "left" if to_first else "right")
-        target = np.where(missing, -1, self.rows[sel][np.clip(at if to_first else at - 1, 0, max(len(sel) - 1, 0))]
-                          if len(sel) else -1)
+        at = at if to_first else at - 1
+        target = np.full(self.nm, -1, np.int64)
+        target[~missing] = self.rows[sel][at[~missing]]
         failing = np.flatnonzero(missing | (target == first_row))
         if not len(failing):
             return
@@ -370,13 +371,9 @@ class _Measures:
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return pc.is_null(self.value(name, node.this))
         if isinstance(node, exp.Case):
-            conds, vals = [], []
-            for branch in node.args.get("ifs") or []:
-                cond = branch.this if node.this is None else exp.EQ(this=node.this.copy(), expression=branch.this.copy())
-                conds.append(pc.fill_null(self.value(name, cond), False))
-                vals.append(self.value(name, branch.args["true"]))
-            default = node.args.get("default")
-            vals.append(self.value(name, default if default is not None else exp.Null()))
+            branches = case_branches(node)
+            conds = [pc.fill_null(self.value(name, cond), False) for cond, _ in branches[:-1]]
+            vals = [self.value(name, value) for _, value in branches]
             types = {v.type for v in vals if not pa.types.is_null(v.type)}     # NULL branches take the others' type
             common = (types.pop() if len(types) == 1 else pa.float64()) if types else pa.null()
             vals = [pc.cast(v, common) for v in vals]
@@ -412,11 +409,9 @@ class _Measures:
             if func == "avg" and _int_typed(node, self.helpers.ints):     # Flink: AVG of an INT is an INT
                 res = pc.cast(pc.trunc(res), pa.int64())
             return res
-        if isinstance(node, exp.Anonymous) or (isinstance(node, exp.Func) and type(node).__name__.upper() in
+        if isinstance(node, exp.Anonymous) or (isinstance(node, exp.Func) and function_name(node) in
                                                 ("PREV", "NEXT", "LAG", "LEAD")):
-            fn = node.name.upper() if isinstance(node, exp.Anonymous) else type(node).__name__.upper()
-            args = node.expressions if isinstance(node, exp.Anonymous) else [node.this] + (
-                [node.expression] if node.expression is not None else [])
+            fn, args = function_name(node), function_args(node)
             if fn == "CLASSIFIER":
                 if self.running:
                     return pa.array(self.stages.tolist(), pa.string())     # the row's variable

@@ -19,6 +19,18 @@ def _err(clause: str, token: Any, message: str) -> SqlError:
     return SqlError(f"{clause}: {message} (at {tok!r})" if tok else f"{clause}: {message}")
 
 
+def case_branches(node) -> list[tuple[Any, Any]]:
+    """A CASE's (condition, value) branches in order, its ELSE (NULL without one) last with no
+    condition: ``CASE x WHEN v THEN ...`` compares ``x = v``."""
+    from sqlglot import exp
+    out: list[tuple[Any, Any]] = []
+    for branch in node.args.get("ifs") or []:
+        cond = branch.this if node.this is None else exp.EQ(this=node.this.copy(), expression=branch.this.copy())
+        out.append((cond, branch.args["true"]))
+    default = node.args.get("default")
+    return out + [(None, default if default is not None else exp.Null())]
+
+
 def function_name(f) -> str:
     """A sqlglot function node's SQL name, upper case (``PREV``, ``MATCH_ROWTIME``...)."""
     from sqlglot import exp
