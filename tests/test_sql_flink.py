@@ -209,3 +209,21 @@ def test_nulls_follow_three_valued_logic(semantics):
         q = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES A.id AS a "
              f"AFTER MATCH SKIP PAST LAST ROW PATTERN (A) DEFINE A AS {cond})")
         assert cc.sql(q, semantics=semantics, t=t).column("a").to_pylist() == want, cond
+
+
+def test_edges_int64_extremes_nan_and_a_colliding_helper_name():
+    """Integers beyond 2^53 round as conditions compute (float64), in the helper columns too;
+    NaN is a value SUM carries; an input column named like a column colcep adds is an error
+    naming it."""
+    big = 2 ** 62
+    t = pa.table({"sym": ["X"] * 4, "ts": pa.array([1000, 2000, 3000, 4000], pa.timestamp("ms")),
+                  "v": pa.array([big, None, -big, 7], pa.int64()), "f": [1.0, float("nan"), None, 2.0]})
+    q = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES FIRST(A.v) AS fv, B.v / 3 AS d, "
+         "SUM(B.v * 2) AS s2, SUM(A.f) AS s AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) "
+         "DEFINE B AS LAST(A.v) IS NULL OR B.v < A.v)")
+    for semantics in ("cep", "flink"):
+        rows = cc.sql(q, semantics=semantics, t=t).to_pylist()
+        assert [(r["fv"], r["s2"]) for r in rows] == [(None, float(-big * 2))]
+        assert rows[0]["d"] == pytest.approx(-big / 3, rel=1e-15) and rows[0]["s"] != rows[0]["s"]   # NaN
+    with pytest.raises(SqlError, match=r"^FROM: the input has a column '__colcep_filled_v'"):
+        cc.sql(q, semantics="flink", t=t.append_column("__colcep_filled_v", pa.array([1, 2, 3, 4])))

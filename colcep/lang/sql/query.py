@@ -801,6 +801,12 @@ def _int_typed(node, ints: frozenset) -> bool:
     return False
 
 
+def as_float64(values):
+    """Values as float64, as colcep's conditions compute (an integer beyond 2^53 rounds, it
+    does not fail)."""
+    return pc.cast(values, pa.float64(), safe=False)
+
+
 def _arrow_eval(node, tbl: pa.Table, ints: frozenset = frozenset()):
     """The value of an arithmetic expression over a table's columns (float64; a division of
     integers truncated, in Flink mode, where ``ints`` names the integer columns)."""
@@ -808,7 +814,7 @@ def _arrow_eval(node, tbl: pa.Table, ints: frozenset = frozenset()):
     if isinstance(node, exp.Paren):
         return _arrow_eval(node.this, tbl, ints)
     if isinstance(node, exp.Column):
-        return pc.cast(tbl.column(node.name), pa.float64())
+        return as_float64(tbl.column(node.name))
     if isinstance(node, exp.Literal):
         return pa.scalar(float(node.this), pa.float64())
     if isinstance(node, exp.Neg):

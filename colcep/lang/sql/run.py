@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
-from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query,
+from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query, as_float64,
                                     _query_pattern, case_branches, function_args, function_name, helpers_for, NULL_SENTINEL,
                                     too_deep_is_an_error)
 from colcep.skip import SkipToFirst, SkipToLast
@@ -61,6 +61,11 @@ def prepare(query: str, semantics: str, tables: dict) -> Prepared:
     ev = _Measures(q, columns, helpers)
     for name, node, _ in q.measures:
         ev.scan(name, node)
+    added = [h for h, _ in helpers.derived.values()] + list(helpers.fills.values()) + list(helpers.shifts.values())
+    for h in added:
+        if h in columns:
+            raise SqlError(f"FROM: the input has a column {h!r}, a name colcep gives a column it adds for this query; "
+                           "rename that column")
 
     # order: by time, then the tie breakers (stable), then the partition key
     n = tbl.num_rows
@@ -79,7 +84,7 @@ def prepare(query: str, semantics: str, tables: dict) -> Prepared:
         v = _arrow_eval(node, work, helpers.ints)
         work = work.append_column(hname, v if not isinstance(v, pa.Scalar) else pa.array([v.as_py()] * n, pa.float64()))
     for cname, hname in helpers.fills.items():        # FIRST / LAST of a column with NULLs
-        work = work.append_column(hname, pc.fill_null(pc.cast(work.column(cname), pa.float64()), NULL_SENTINEL))
+        work = work.append_column(hname, pc.fill_null(as_float64(work.column(cname)), NULL_SENTINEL))
     # lag / lead columns per partition (PREV / NEXT)
     if helpers.shifts:
         by_key = np.argsort(key_codes, kind="stable")
@@ -294,7 +299,7 @@ class _Measures:
         if not (pa.types.is_integer(vals.type) or pa.types.is_floating(vals.type)):
             raise SqlError(f"MEASURES: a RUNNING {func.upper()} needs a numeric column, {column!r} is {vals.type}; "
                            "use FINAL")
-        x = pc.cast(vals, pa.float64()).to_numpy(zero_copy_only=False)
+        x = as_float64(vals).to_numpy(zero_copy_only=False)
         m = mask & ~np.isnan(x)
         n, _ = self._running_counts(m)
         if func == "count":
@@ -358,7 +363,7 @@ class _Measures:
             if type(node) is cls:
                 a, b = self.value(name, node.this), self.value(name, node.expression)
                 if isinstance(node, exp.Div):
-                    a, b = pc.cast(a, pa.float64()), pc.cast(b, pa.float64())
+                    a, b = as_float64(a), as_float64(b)
                     if _int_typed(node, self.helpers.ints):      # Flink: INT / INT is an INT, truncated
                         if pc.any(pc.equal(b, 0.0)).as_py():
                             raise _err(clause, node, "an integer division by zero (Flink fails the job: / by zero)")
@@ -376,7 +381,7 @@ class _Measures:
             vals = [self.value(name, value) for _, value in branches]
             types = {v.type for v in vals if not pa.types.is_null(v.type)}     # NULL branches take the others' type
             common = (types.pop() if len(types) == 1 else pa.float64()) if types else pa.null()
-            vals = [pc.cast(v, common) for v in vals]
+            vals = [pc.cast(v, common, safe=False) for v in vals]
             return pc.case_when(pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))]), *vals)
         if isinstance(node, exp.Abs):
             return pc.abs(self.value(name, node.this))
@@ -387,7 +392,7 @@ class _Measures:
             a, b = self.value(name, node.this), self.value(name, node.expression)
             if _int_typed(node, self.helpers.ints) and pc.any(pc.equal(b, 0)).as_py():
                 raise _err(clause, node, "an integer MOD by zero (Flink fails the job: / by zero)")
-            r = pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(pc.cast(a, pa.float64()), pc.cast(b, pa.float64())))))
+            r = pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(as_float64(a), as_float64(b)))))
             return pc.cast(r, a.type) if pa.types.is_integer(a.type) and pa.types.is_integer(b.type) else r
         if isinstance(node, (exp.First, exp.Last)):
             return self._first_last(clause, node, isinstance(node, exp.Last),
