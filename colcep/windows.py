@@ -36,6 +36,8 @@ from colcep.durations import check_duration as _check_duration
 from colcep.durations import to_units as _to_units
 from colcep.engine.matcher import as_table
 from colcep.engine.watermark import next_watermark, time_values
+from colcep.firings import Fired, FiringState
+from colcep.triggers import KINDS, Evictor, Trigger, compile_firing
 
 __all__ = ["Tumbling", "Sliding", "Session", "Count", "Global", "WindowSpec", "WindowSpecError",
            "assign", "aggregate", "ohlc", "WindowAggregator", "AGG_FUNCS"]
@@ -443,7 +445,9 @@ def _agg_table(tbl: pa.Table, lay: _Layout, items: list[tuple[str, str | None, s
 
 
 def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, time: str = "ts",
-              time_unit: str = "ms", engine: str = "auto") -> Any:
+              time_unit: str = "ms", engine: str = "auto", *, trigger: Trigger | None = None,
+              evictor: Evictor | None = None, allowed_lateness: Any = None, out_of_orderness: Any = 0,
+              order: str | None = None) -> Any:
     """One row per key and non-empty window: the key, ``window_start`` / ``window_end`` (or
     ``window_id``) and the aggregates, ordered by key (first seen) then window.
 
@@ -452,8 +456,30 @@ def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, 
     ``column_func``. Nulls are skipped; over no values count and sum are 0, the rest null.
     first / last follow time order (ties: input order; count windows: input order). ``engine``
     applies to pyspark DataFrames only: "arrow" (mapInArrow), "native" (Spark groupBy;
-    tumbling and sliding windows) or "auto" (native where it applies, measured faster)."""
+    tumbling and sliding windows) or "auto" (native where it applies, measured faster).
+
+    With a ``trigger``, an ``evictor`` or an ``allowed_lateness`` (``colcep.triggers``), windows
+    fire as Flink's window operator fires them over the rows in input order, the watermark
+    after each row being ``max time so far - out_of_orderness - 1`` (a per-event watermark
+    generator): one row per firing, with ``firing`` (0, 1, ... per key and window) and ``kind``
+    (``early``: before the watermark reached the window's end; ``on_time``: when it did;
+    ``late``: for a row that came later, within ``allowed_lateness``), rows a window no longer
+    takes being dropped as Flink drops them (``WindowAggregator.pop_late`` has them). On Spark
+    the input order is the ``order`` column's (default: the time column)."""
     items = _parse_aggs(aggs)
+    if _firing_mode(trigger, evictor, allowed_lateness):
+        if _is_spark(data):
+            return _spark_firings(data, window, items, key, time, time_unit, trigger, evictor, allowed_lateness,
+                                  out_of_orderness, order)
+        agg = WindowAggregator(window, dict((n, (c, f)) for n, c, f in items), key=key, time=time,
+                               time_unit=time_unit, out_of_orderness=out_of_orderness, trigger=trigger,
+                               evictor=evictor, allowed_lateness=allowed_lateness, watermarks="row")
+        first = agg.process(data)
+        rest = agg.close()
+        return first if rest.num_rows == 0 else pa.concat_tables([first, rest])
+    if order is not None:
+        raise WindowSpecError("order= applies to windows that fire by trigger (trigger=, evictor= or "
+                              "allowed_lateness=) on Spark")
     if _is_spark(data):
         return _spark_aggregate(data, window, items, key, time, time_unit, engine)
     tbl = as_table(data)
@@ -471,17 +497,19 @@ def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, 
 
 
 def ohlc(data: Any, window: Any = "1min", key: str | None = None, time: str = "ts",
-         price: str = "price", volume: str | None = "volume", time_unit: str = "ms", engine: str = "auto") -> Any:
+         price: str = "price", volume: str | None = "volume", time_unit: str = "ms", engine: str = "auto",
+         **firing: Any) -> Any:
     """Bars: ``open high low close`` of ``price`` (first, max, min, last in time order), the
     ``volume`` sum (unless None) and the row ``count`` per key and window; a duration (string,
-    int, timedelta) means ``Tumbling(window)``."""
+    int, timedelta) means ``Tumbling(window)``. ``trigger``, ``evictor``, ``allowed_lateness``,
+    ``out_of_orderness`` and ``order`` as in ``aggregate``: a bar per firing."""
     if not isinstance(window, WindowSpec):
         window = Tumbling(window)
     aggs = {"open": (price, "first"), "high": (price, "max"), "low": (price, "min"), "close": (price, "last")}
     if volume is not None:
         aggs["volume"] = (volume, "sum")
     aggs["count"] = (None, "count")
-    return aggregate(data, window, aggs, key=key, time=time, time_unit=time_unit, engine=engine)
+    return aggregate(data, window, aggs, key=key, time=time, time_unit=time_unit, engine=engine, **firing)
 
 
 # ---------------------------------------------------------------------------------- streaming
@@ -502,10 +530,15 @@ class WindowAggregator:
     counted in ``late_rows`` and kept in the side output ``pop_late()``. ``close()`` is the
     final watermark (+infinity). Count windows fire on row counts in arrival order (no
     watermark, no late rows); the global window fires at ``close()``.
+
+    With a ``trigger``, an ``evictor`` or an ``allowed_lateness`` (see ``aggregate``), each
+    firing is a row with ``firing`` and ``kind``; ``watermarks="row"`` moves the watermark after
+    every row (Flink's per-event generator) instead of after every batch.
     """
 
     def __init__(self, window: WindowSpec, aggs: Any, key: str | None = None, time: str = "ts",
-                 time_unit: str = "ms", out_of_orderness: Any = 0):
+                 time_unit: str = "ms", out_of_orderness: Any = 0, *, trigger: Trigger | None = None,
+                 evictor: Evictor | None = None, allowed_lateness: Any = None, watermarks: str = "batch"):
         self.window = window
         self.items = _parse_aggs(aggs)
         self.key, self.time, self.time_unit = key, time, time_unit
@@ -513,6 +546,18 @@ class WindowAggregator:
             raise WindowSpecError(f"expected a window spec (Tumbling, Sliding, Session, Count, Global), got {window!r}")
         if _to_units(out_of_orderness, "ns", "out_of_orderness", signed=True, exact=False) < 0:
             raise WindowSpecError(f"out_of_orderness must be >= 0, got {out_of_orderness!r}")
+        if watermarks not in ("batch", "row"):
+            raise WindowSpecError(f"watermarks must be 'batch' or 'row', got {watermarks!r}")
+        self._firing_args = (trigger, evictor, allowed_lateness) if _firing_mode(trigger, evictor, allowed_lateness) \
+            else None
+        if self._firing_args is not None:
+            _firing_program(window, *self._firing_args, "ns")  # the rules, before any data
+            for name, _, _ in self.items:
+                if name in ("firing", "kind"):
+                    raise WindowSpecError(f"aggregation name {name!r} clashes with an output column; rename it")
+        self._row_watermarks = watermarks == "row"
+        self._firing: FiringState | None = None
+        self._last_fired: Fired | None = None  # the last step's firings (tests read the rows each evaluated)
         self._delay_arg = out_of_orderness
         self._keys = KeyCodes(key)
         self._spec: _Resolved | None = None
@@ -544,8 +589,10 @@ class WindowAggregator:
             raise InputError("this WindowAggregator is closed; create a new one for a new stream")
         tbl = self._bind(as_table(batch))
         row0 = self._rows_seen
-        self._rows_seen += tbl.num_rows
         ts = time_values(tbl, self.time, row0)
+        if self._firing is not None:
+            return self._process_firings(tbl, ts, row0, watermark)
+        self._rows_seen += tbl.num_rows
         self._keys.encode(tbl, row0)  # a null key names its row
         spec = self._spec
         if spec.kind == "session":
@@ -572,6 +619,10 @@ class WindowAggregator:
         self._closed = True
         if self._spec is None:
             return pa.table({})
+        if self._firing is not None:
+            empty = self._schema.empty_table()
+            none = np.zeros(0, np.int64)
+            return self._run_firings(empty, time_values(empty, self.time), none, none, _I64_MAX)
         return self._fire(_I64_MAX, final=True)
 
     # -------------------------------------------------------------- internals
@@ -583,6 +634,8 @@ class WindowAggregator:
             self._unit = _time_unit(self._tt, self.time, self.time_unit)
             self._spec = _resolve(self.window, self._unit)
             self._delay = _to_units(self._delay_arg, self._unit, "out_of_orderness", signed=True)
+            if self._firing_args is not None:
+                self._firing = FiringState(_firing_program(self.window, *self._firing_args, self._unit))
             self._schema = tbl.schema
             return tbl
         for f in self._schema:
@@ -596,6 +649,45 @@ class WindowAggregator:
         if pa.types.is_timestamp(self._tt):
             return int(pa.scalar(x, type=self._tt).value)
         raise InputError(f"watermark must be an int in the time column's units, got {x!r}")
+
+    def _process_firings(self, tbl: pa.Table, ts: np.ndarray, row0: int, watermark: Any) -> pa.Table:
+        """One batch through the firing state: the watermark before each row, then after the batch."""
+        codes = self._keys.encode(tbl, row0)  # a null key names its row, before any state changes
+        if self._spec.kind == "session":
+            _gaps(tbl, self._spec, self._unit, row0)
+        explicit = None if watermark is None else self._time_value(watermark)
+        if self._row_watermarks and ts.shape[0]:
+            cm = np.maximum.accumulate(ts)
+            lim = _I64_MIN + self._delay + 1
+            after = np.where(cm >= lim, cm - self._delay - 1, _I64_MIN)
+            np.maximum(after, self._wm, out=after)
+            before = np.empty_like(after)
+            before[0] = self._wm
+            before[1:] = after[:-1]
+            max_ts = max(self._max_ts, int(cm[-1]))
+        else:
+            before = np.full(ts.shape[0], self._wm, np.int64)
+            max_ts = max(self._max_ts, int(ts.max())) if ts.shape[0] else self._max_ts
+        new_wm = next_watermark(None if self._wm == _I64_MIN else self._wm,
+                                None if max_ts == _I64_MIN else max_ts, self._delay, explicit)
+        out = self._run_firings(tbl, ts, codes, before, _I64_MIN if new_wm is None else new_wm)
+        self._rows_seen += tbl.num_rows
+        self._max_ts = max_ts
+        return out
+
+    def _run_firings(self, tbl: pa.Table, ts: np.ndarray, codes: np.ndarray, before: np.ndarray,
+                     new_wm: int) -> pa.Table:
+        gaps = _gaps(tbl, self._spec, self._unit) if self._spec.kind == "session" and tbl.num_rows \
+            else np.array([self._spec.gap], np.int64)
+        fired = self._firing.step(tbl, ts, codes, self._keys.n, np.ascontiguousarray(before, np.int64), new_wm,
+                                  gaps)
+        self._wm = max(self._wm, new_wm)
+        self._last_fired = fired
+        late = fired.late.view(bool)
+        if late.any():
+            self.late_rows += int(late.sum())
+            self._late.append(tbl.filter(pa.array(late)))
+        return _fired_table(fired, self.items, self._keys, self._tt, self._spec.kind == "global")
 
     def _fire(self, new_wm: int, final: bool) -> pa.Table:
         spec, tbl = self._spec, self._pending
@@ -639,6 +731,32 @@ class WindowAggregator:
         return out
 
 
+def _firing_mode(trigger: Any, evictor: Any, allowed_lateness: Any) -> bool:
+    return trigger is not None or evictor is not None or allowed_lateness is not None
+
+
+def _firing_program(window: WindowSpec, trigger: Any, evictor: Any, allowed_lateness: Any, unit: str):
+    spec = _resolve(window, unit)
+    lateness = 0 if allowed_lateness is None else _to_units(allowed_lateness, unit, "allowed_lateness", signed=True)
+    return compile_firing(spec.kind, spec.size, spec.slide, spec.offset, spec.gap, trigger, evictor, lateness, unit)
+
+
+def _fired_table(fired: Fired, items: list, keys: KeyCodes, tt: pa.DataType, global_window: bool) -> pa.Table:
+    """One row per firing, by key (first seen), window and firing: the key, the window, ``firing``,
+    ``kind`` and the aggregates over the rows the firing evaluated."""
+    o = np.lexsort((fired.seq, fired.end, fired.start, fired.key))
+    lay = _Layout(fired.pos, fired.key[o], fired.lo[o], fired.hi[o])
+    if global_window:
+        lay.w_id = np.zeros(o.shape[0], np.int64)
+    else:
+        lay.w_start, lay.w_end = fired.start[o], fired.end[o]
+    out = _agg_table(fired.rows, lay, items, keys, tt)
+    at = (keys.name is not None) + (1 if global_window else 2)
+    out = out.add_column(at, "firing", pa.array(fired.seq[o], pa.int64()))
+    kinds = pa.DictionaryArray.from_arrays(pa.array(fired.kind[o].astype(np.int8)), pa.array(list(KINDS)))
+    return out.add_column(at + 1, "kind", kinds.cast(pa.string()))
+
+
 # ---------------------------------------------------------------------------------- Spark
 def _is_spark(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark.sql") and hasattr(data, "mapInArrow")
@@ -654,8 +772,11 @@ class _SparkPlan:
     time: str
     time_unit: str
     aggs: tuple = ()
+    firing: tuple = ()  # trigger, evictor, allowed_lateness, out_of_orderness
 
     def run(self, tbl: pa.Table) -> pa.Table:
+        if self.mode == "firings":
+            return _firings_given(tbl, self)
         if self.mode == "assign":
             return assign(tbl, self.window, key=self.key, time=self.time, time_unit=self.time_unit)
         return aggregate(tbl, self.window, {n: (c, f) for n, c, f in self.aggs}, key=self.key, time=self.time,
@@ -695,6 +816,83 @@ def _arrow_partition(plan: _SparkPlan, batches: Iterator[pa.RecordBatch]) -> Ite
         carry_key = last
     if carry:
         yield from plan.run(pa.Table.from_batches(carry)).to_batches()
+
+
+_WM, _ID, _PART = "__colcep_wm", "__colcep_id", "__colcep_part"
+
+
+def _firings_given(tbl: pa.Table, plan: _SparkPlan) -> pa.Table:
+    """The firings of some keys' rows, in arrival order, each with the watermark it met (``_WM``)."""
+    names = tbl.column_names
+    before = (np.ascontiguousarray(tbl.column(_WM).to_numpy(), dtype=np.int64) if _WM in names
+              else np.zeros(tbl.num_rows, np.int64))
+    tbl = tbl.drop_columns([c for c in (_WM, _ID) if c in names])
+    trigger, evictor, lateness, delay = plan.firing
+    agg = WindowAggregator(plan.window, {n: (c, f) for n, c, f in plan.aggs}, key=plan.key, time=plan.time,
+                           time_unit=plan.time_unit, out_of_orderness=delay, trigger=trigger, evictor=evictor,
+                           allowed_lateness=lateness)
+    tbl = agg._bind(tbl)
+    ts = time_values(tbl, plan.time)
+    out = agg._run_firings(tbl, ts, agg._keys.encode(tbl), before, _I64_MAX)
+    agg._closed = True
+    return out
+
+
+def _spark_firings(df: Any, window: WindowSpec, items: list, key: str | None, time: str, time_unit: str,
+                   trigger: Any, evictor: Any, lateness: Any, delay: Any, order: str | None) -> Any:
+    """Firings on Spark: the rows in ``order`` (then key, time and a row id for ties), the watermark
+    each meets computed over all of them (a range-partitioned pass: each partition starts from the
+    highest time of the partitions before it), then every key's rows stepped in that order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    plan = _SparkPlan("firings", window, key, time, time_unit, tuple(items), (trigger, evictor, lateness, delay))
+    schema = _spark_output_schema(df, plan)  # validates columns, types and the specification
+    order = time if order is None else order
+    if order not in df.columns:
+        raise InputError(f"order column {order!r} is missing; the input has {df.columns}")
+    is_ts = isinstance(df.schema[time].dataType, (T.TimestampType, T.TimestampNTZType))
+    unit = "us" if is_ts else _time_unit(pa.int64(), time, time_unit)
+    delay_u = _to_units(delay, unit, "out_of_orderness", signed=True)
+    t = F.unix_micros(F.col(time)) if is_ts else F.col(time).cast("long")
+    ties = [order] + ([key] if key is not None else []) + [time, _ID]
+    ranged = (df.withColumn(_ID, F.monotonically_increasing_id()).repartitionByRange(*ties)
+              .sortWithinPartitions(*ties).withColumn(_PART, F.spark_partition_id()))
+    highest = dict(ranged.groupBy(_PART).agg(F.max(t)).collect())
+    before: dict[int, int] = {}
+    run = None
+    for p in sorted(highest):
+        before[p] = run
+        run = highest[p] if run is None else max(run, highest[p])
+    arrow_in = ranged.drop(_PART).schema.add(_WM, T.LongType(), nullable=False)
+    marked = ranged.mapInArrow(functools.partial(_watermark_partition, before, time, delay_u), arrow_in)
+    group = [key] if key is not None else []
+    sort = group + [order, time, _ID]
+    shuffled = marked.repartition(key) if key is not None else marked.repartition(1)
+    return shuffled.sortWithinPartitions(*sort).mapInArrow(functools.partial(_arrow_partition, plan), schema)
+
+
+def _watermark_partition(before: dict, time: str, delay: int,
+                         batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: each row with the watermark it meets, ``max time before it - delay - 1``."""
+    run = None
+    started = False
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        if not started:
+            run = before.get(b.column(_PART)[0].as_py())
+            started = True
+        ts = time_values(pa.Table.from_batches([b]), time)
+        cm = np.maximum.accumulate(ts)
+        prev = np.empty_like(cm)
+        prev[0] = _I64_MIN if run is None else run
+        prev[1:] = cm[:-1]
+        if run is not None:
+            np.maximum(prev, run, out=prev)
+        run = int(cm[-1]) if run is None else max(run, int(cm[-1]))
+        wm = np.where(prev >= _I64_MIN + delay + 1, prev - delay - 1, _I64_MIN)
+        yield b.drop_columns([_PART]).append_column(_WM, pa.array(wm, pa.int64()))
 
 
 def _spark_output_schema(df: Any, plan: _SparkPlan):
