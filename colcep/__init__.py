@@ -10,13 +10,14 @@ from colcep.pattern import Pattern
 from colcep.lang.json_format import PatternJSONError
 from colcep.lang.sase import SaseError, SaseQuery, sase, sase_match
 from colcep.lang.sql import SqlError, sql
+from colcep import triggers
 from colcep.windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from colcep.skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
 __all__ = ["Pattern", "CompiledPattern", "compile", "Matcher", "match", "ManyMatcher", "match_many", "Expr", "col", "lit", "first", "last", "sum",
            "count", "avg", "min", "max", "prev", "rolling",
            "AfterMatchSkipStrategy", "NoSkip", "SkipToNext", "SkipPastLastEvent", "SkipToFirst", "SkipToLast",
-           "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator",
+           "Tumbling", "Sliding", "Session", "Count", "Global", "assign", "aggregate", "ohlc", "WindowAggregator", "triggers",
            "sase", "sase_match", "SaseQuery", "sql",
            "ColcepError", "PatternError", "PatternJSONError", "SaseError", "SqlError", "InputError", "CapacityError",
            "SnapshotError", "WindowSpecError", "ColcepWarning"]

@@ -6,6 +6,7 @@ firings, each a range of the rows it evaluated; the rows a live window still hol
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,38 @@ class FiringState:
         kt.renumber_rows(sl, nd, sc, new_id)
         self.rows = rows.take(pa.array(keep, pa.int64())) if n_live else rows.slice(0, 0)
         self._rts, self._rv = rts[keep], rv[keep]
+
+    def next_timer(self) -> int | None:
+        """The earliest timer any window holds (None: none), for a streaming engine's wake-up."""
+        sl, tm, _, _, _, _, _, sc = self._st
+        t = kt.next_timer(sl, tm, sc)
+        return None if t == kt.I64_MAX else int(t)
+
+    @property
+    def empty(self) -> bool:
+        """No window is open."""
+        return bool((self._st[5] < 0).all())
+
+    def snapshot(self) -> bytes:
+        """The state as bytes (numpy's format for the arrays, Arrow IPC for the rows)."""
+        buf = io.BytesIO()
+        for a in (*self._st, self._rts, self._rv):
+            np.save(buf, a, allow_pickle=False)
+        if self.rows is not None:
+            with pa.ipc.new_stream(buf, self.rows.schema) as w:
+                w.write_table(self.rows)
+        return buf.getvalue()
+
+    @classmethod
+    def restore(cls, prog: FiringProgram, data: bytes) -> "FiringState":
+        fs = cls(prog)
+        buf = io.BytesIO(data)
+        arrays = [np.load(buf, allow_pickle=False) for _ in range(10)]
+        fs._st = tuple(arrays[:8])
+        fs._rts, fs._rv = arrays[8], arrays[9]
+        rest = buf.read()
+        fs.rows = pa.ipc.open_stream(rest).read_all() if rest else None
+        return fs
 
     @property
     def held_rows(self) -> int:

@@ -91,3 +91,98 @@ def test_native_engine_rejects_sessions(spark, ticks):
     df = spark.createDataFrame(ticks.to_pandas())
     with pytest.raises(WindowSpecError, match="native"):
         aggregate(df, Session(10), {"n": "count"}, key="k", engine="native")
+
+
+def _case_frames(spark, case):
+    import flinkwin as fw
+
+    t = fw.table(case)
+    return t, spark.createDataFrame(t.to_pandas())
+
+
+FIRING_AGGS = {"n": "count", "s": ("v", "sum"), "f": ("v", "first"), "l": ("v", "last"), "lo": ("v", "min")}
+
+
+def test_firings_on_spark_are_flinks(spark):
+    """Corpus cases on Spark (arrival order: the row index) give the in-process firings, which
+    test_window_triggers checks against Flink's; one Spark job per window kind and a few triggers."""
+    import flinkwin as fw
+
+    cases = [c for c in fw.load() if "error" not in c["expected"]]
+    picked: dict = {}
+    for c in cases:  # the first case of each (window, trigger, evictor) kind
+        sig = (c["window"]["kind"], (c["trigger"] or {}).get("kind"), (c["evictor"] or {}).get("kind"),
+               bool(c["expected"]["late"]))
+        picked.setdefault(sig, c)
+    assert len(picked) >= 8
+    for c in picked.values():
+        t, df = _case_frames(spark, c)
+        kw = dict(key="k", trigger=fw.trigger(c["trigger"]), evictor=fw.evictor(c["evictor"]),
+                  allowed_lateness=c.get("lateness", 0), out_of_orderness=c.get("bound", 0))
+        want = aggregate(t, fw.window(c["window"]), FIRING_AGGS, **kw)
+        got = aggregate(df, fw.window(c["window"]), FIRING_AGGS, order="idx", **kw)
+        assert rows(got) == rows(want), c["name"]
+
+
+def test_firings_on_spark_timestamps_and_no_key(spark):
+    from colcep import triggers as tr
+
+    ts = np.array([0, 10_000, 65_000, 130_000, 3_599_000, 3_700_000, 20_000], np.int64)
+    t = pa.table({"ts": pa.array(ts * 1000, pa.timestamp("us", tz="UTC")), "p": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
+                  "i": np.arange(7)})
+    df = spark.createDataFrame(t.to_pandas())
+    kw = dict(trigger=tr.ContinuousEventTime("1min"), allowed_lateness="1h", out_of_orderness="1s")
+    want = aggregate(t, Tumbling("1h"), {"n": "count", "s": ("p", "sum")}, **kw)
+    got = aggregate(df, Tumbling("1h"), {"n": "count", "s": ("p", "sum")}, order="i", **kw)
+    assert rows(got) == rows(want) and "late" in {r["kind"] for r in want.to_pylist()}
+
+
+@pytest.mark.parametrize("window, trig, evict", [
+    (Tumbling("10s"), "continuous", None),
+    (Session("3s"), "count", "count"),
+])
+def test_firings_on_structured_streaming(spark, tmp_path, window, trig, evict):
+    """A file stream, one file per micro-batch, gives what WindowAggregator gives for the same
+    batches with Spark's watermark (max time of the batches before - delay, in ms)."""
+    from colcep import triggers as tr
+    from colcep.spark.window_stream import aggregate_stream
+
+    rng = np.random.default_rng(11)
+    n = 400
+    base = 1_767_225_600_000  # 2026-01-01, ms
+    ms = base + np.sort(rng.integers(0, 60_000, n))
+    arrival = np.argsort(ms + rng.integers(0, 1500, n), kind="stable")  # out of order within 1.5 s
+    batches_idx = np.array_split(arrival, 8)
+    batches_idx[5] = np.concatenate([batches_idx[5], batches_idx[1][:5]])  # late rows, behind the watermark
+    batches_idx[1] = batches_idx[1][5:]
+    full = pa.table({"name": rng.choice(["a", "b", "c"], n), "ts": pa.array(ms * 1000, pa.timestamp("us", tz="UTC")),
+                     "p": np.round(rng.normal(size=n), 2)})
+    src = tmp_path / "in"
+    src.mkdir()
+    import pyarrow.parquet as pq
+
+    batches = [full.take(pa.array(b)) for b in batches_idx]
+    for i, b in enumerate(batches):  # Spark's file source takes files in modification time order
+        pq.write_table(b, src / f"part-{i:03d}.parquet")
+        os.utime(src / f"part-{i:03d}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
+    trigger = tr.ContinuousEventTime("2s") if trig == "continuous" else tr.Count(5)
+    evictor = tr.CountEvictor(3) if evict else None
+    aggs = {"n": "count", "s": ("p", "sum")}
+    stream = (spark.readStream.schema(spark.createDataFrame(full.slice(0, 1).to_pandas()).schema)
+              .option("maxFilesPerTrigger", 1).parquet(str(src)).withWatermark("ts", "2 seconds"))
+    out = aggregate_stream(stream, window, aggs, key="name", trigger=trigger, evictor=evictor, allowed_lateness="1s")
+    q = (out.writeStream.format("memory").queryName(f"fired_{trig}").outputMode("append")
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    got = spark.sql(f"select * from fired_{trig}")
+    agg = WindowAggregatorForTest(window, aggs, trigger, evictor)
+    want = pa.concat_tables([agg.process(b.sort_by("ts")) for b in batches])  # a micro-batch goes in time order
+    assert want.num_rows > 20 and rows(got) == rows(want)
+
+
+def WindowAggregatorForTest(window, aggs, trigger, evictor):
+    from colcep.windows import WindowAggregator
+
+    # Spark's watermark is max - 2 s; WindowAggregator's is max - out_of_orderness - 1
+    return WindowAggregator(window, aggs, key="name", trigger=trigger, evictor=evictor, allowed_lateness="1s",
+                            out_of_orderness=2_000_000 - 1, time_unit="us")

@@ -14,6 +14,7 @@ The modules, one concern each (pyspark is imported lazily: ``import colcep`` nev
 - :mod:`~colcep.spark.parquet`: :func:`match_parquet`, Parquet laid out by key read by the executors,
   and :func:`write_by_key`, which writes that layout (files of whole keys, sorted);
 - :mod:`~colcep.spark.stream`: :func:`match_stream`, Structured Streaming with exactly-once output;
+- :mod:`~colcep.spark.window_stream`: :func:`aggregate_stream`, windows that fire by trigger on a stream;
 - :mod:`~colcep.spark.sql`: :func:`sql`, MATCH_RECOGNIZE on Spark DataFrames;
 - :mod:`~colcep.spark.ship`: :func:`ship`, colcep as a zip for executors that lack it.
 """
@@ -25,7 +26,8 @@ from colcep.spark.session import (DEFAULT_BATCH_ROWS, ROWS_PER_TASK, cluster_cor
 from colcep.spark.ship import executor_report, ship
 from colcep.spark.sql import sql
 from colcep.spark.stream import match_stream, state_report
+from colcep.spark.window_stream import aggregate_stream
 
-__all__ = ["match", "match_many", "match_parquet", "write_by_key", "match_stream", "sql", "local_session", "output_schema",
+__all__ = ["match", "match_many", "match_parquet", "write_by_key", "match_stream", "aggregate_stream", "sql", "local_session", "output_schema",
            "ScanMetrics", "KeyedStream", "arrow_spec", "ship", "executor_report", "default_partitions",
            "cluster_cores", "state_report", "DEFAULT_BATCH_ROWS", "ROWS_PER_TASK", "ID_BITS", "ROW_COL"]
