@@ -38,6 +38,17 @@ class Fired:
     late: np.ndarray  # uint8 per row of the step's batch
 
 
+def _read_only(*arrays: np.ndarray) -> list[np.ndarray]:
+    """The batch's inputs as contiguous read-only views (int64 or float64): one kernel signature
+    whatever their source (Arrow gives read-only arrays, numpy writable ones)."""
+    out = []
+    for a in arrays:
+        v = np.ascontiguousarray(a, np.float64 if a.dtype.kind == "f" else np.int64).view()
+        v.flags.writeable = False
+        out.append(v)
+    return out
+
+
 class FiringState:
     """Windows, trigger state, timers and the rows they hold, carried from batch to batch."""
 
@@ -58,12 +69,12 @@ class FiringState:
         rts = np.concatenate([self._rts, ts])
         rv = np.concatenate([self._rv, ev_v])
         ids = np.arange(base, base + tbl.num_rows, dtype=np.int64)
-        sl, tm, ls, lf, nd, kh, kw, sc = self._st
-        sl, tm, ls, lf, nd, kh, kw, fi, log, late = kt.step(
+        sl, tm, ls, lf, nd, kh, kw, kn, sc = self._st
+        sl, tm, ls, lf, nd, kh, kw, kn, fi, log, late = kt.step(
             p.prog, p.ev_th, p.nk, p.ni, p.nf, p.nparent, p.leaf_of, p.leaf_kind,
-            sl, tm, ls, lf, nd, kh, kw, sc, rts, rv,
-            np.ascontiguousarray(codes, np.int64), ids, ts, trig_v, wm_before, np.int64(wm_end), n_keys, gaps)
-        self._st = (sl, tm, ls, lf, nd, kh, kw, sc)
+            sl, tm, ls, lf, nd, kh, kw, kn, sc, rts, rv, *_read_only(codes, ids, ts, trig_v, wm_before),
+            np.int64(wm_end), np.int64(n_keys), *_read_only(gaps))
+        self._st = (sl, tm, ls, lf, nd, kh, kw, kn, sc)
         lo, hi = fi[:, 5].copy(), fi[:, 6].copy()
         pos = log[kt.time_sorted_segments(rts[log], lo, hi)]
         fired = Fired(fi[:, 0].copy(), fi[:, 1].copy(), fi[:, 2].copy(), fi[:, 3].copy(), fi[:, 4].copy(),
@@ -73,7 +84,7 @@ class FiringState:
 
     def _keep_live(self, rows: pa.Table, rts: np.ndarray, rv: np.ndarray) -> None:
         """Keep only the rows a window still holds (renumbered), when they are at most half."""
-        sl, tm, ls, lf, nd, kh, kw, sc = self._st
+        sl, nd, sc = self._st[0], self._st[4], self._st[-1]
         n = rows.num_rows
         live = kt.live_rows(sl, nd, sc, n).view(bool)
         n_live = int(live.sum())
@@ -89,7 +100,7 @@ class FiringState:
 
     def next_timer(self) -> int | None:
         """The earliest timer any window holds (None: none), for a streaming engine's wake-up."""
-        sl, tm, _, _, _, _, _, sc = self._st
+        sl, tm, sc = self._st[0], self._st[1], self._st[-1]
         t = kt.next_timer(sl, tm, sc)
         return None if t == kt.I64_MAX else int(t)
 
@@ -112,9 +123,9 @@ class FiringState:
     def restore(cls, prog: FiringProgram, data: bytes) -> "FiringState":
         fs = cls(prog)
         buf = io.BytesIO(data)
-        arrays = [np.load(buf, allow_pickle=False) for _ in range(10)]
-        fs._st = tuple(arrays[:8])
-        fs._rts, fs._rv = arrays[8], arrays[9]
+        arrays = [np.load(buf, allow_pickle=False) for _ in range(len(fs._st) + 2)]
+        fs._st = tuple(arrays[:-2])
+        fs._rts, fs._rv = arrays[-2], arrays[-1]
         rest = buf.read()
         fs.rows = pa.ipc.open_stream(rest).read_all() if rest else None
         return fs

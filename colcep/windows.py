@@ -59,8 +59,9 @@ class WindowSpec:
 class Tumbling(WindowSpec):
     """``TumblingEventTimeWindows.of(size, offset)``: ``start = ts - (ts - offset + size) % size``
     (``TimeWindow.getWindowStartWithOffset``). Windows depend on ``offset`` modulo ``size``
-    only: Flink reduces it (``offset % size``), so negative offsets and offsets larger than
-    the size give the grid shifted by ``offset mod size`` (size 3, offset 4: [1, 4), [4, 7)...).
+    only, so negative offsets and offsets larger than the size give the grid shifted by
+    ``offset mod size`` (size 3, offset 4: [1, 4), [4, 7)...). Flink 2.3 refuses ``|offset| >=
+    size`` (and Sliding's ``|offset| >= slide``); colcep takes the offset modulo, the same grid.
     """
 
     size: Any

@@ -127,3 +127,46 @@ class WindowKinds:
         return aggregate(data[0], WINDOWS[window], {"n": "count"}, key="name").num_rows
 
     track_windows.unit = "windows"
+
+
+TRIGGERS = {
+    "none": {},
+    "event_time": {"trigger": "EventTime"},
+    "continuous_10s": {"trigger": "ContinuousEventTime"},
+    "purging_count_100_or_end": {"trigger": "PurgingCountOrEnd"},
+    "count_evictor_50": {"evictor": "CountEvictor"},
+}
+
+
+def _firing_args(name: str) -> dict:
+    from colcep import triggers as tr
+
+    made = {"EventTime": tr.EventTime(), "ContinuousEventTime": tr.ContinuousEventTime(10_000),
+            "PurgingCountOrEnd": tr.Purging(tr.Count(100) | tr.EventTime()), "CountEvictor": tr.CountEvictor(50)}
+    return {k: made[v] for k, v in TRIGGERS[name].items()}
+
+
+class Triggers:
+    """1-minute bars (ohlc) fired by trigger, next to the plain bars ("none": one per window over
+    the rows sorted by key and time; the others step the rows in arrival order, per-row watermark)."""
+
+    timeout = 300
+    params = list(TRIGGERS)
+    param_names = ["trigger"]
+
+    def setup_cache(self):
+        return _data()
+
+    def setup(self, data, trigger):
+        ohlc(data[0].slice(0, 1000), Tumbling(MINUTE), key="name", **_firing_args(trigger))
+
+    def time_ohlc(self, data, trigger):
+        ohlc(data[0], Tumbling(MINUTE), key="name", **_firing_args(trigger))
+
+    def peakmem_ohlc(self, data, trigger):
+        ohlc(data[0], Tumbling(MINUTE), key="name", **_firing_args(trigger))
+
+    def track_firings(self, data, trigger):
+        return ohlc(data[0], Tumbling(MINUTE), key="name", **_firing_args(trigger)).num_rows
+
+    track_firings.unit = "bars"
