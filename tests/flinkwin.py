@@ -21,17 +21,22 @@ def load() -> list[dict]:
     return json.loads(CORPUS.read_text())["cases"]
 
 
-def window(w: dict):
+def _ms(x: int, ms: bool):
+    """A duration of the corpus (ms): the int itself (a time column in ms), or ``"<x>ms"``."""
+    return f"{x}ms" if ms else x
+
+
+def window(w: dict, ms: bool = False):
     if w["kind"] == "tumbling":
-        return Tumbling(w["size"], w.get("offset", 0))
+        return Tumbling(_ms(w["size"], ms), _ms(w.get("offset", 0), ms))
     if w["kind"] == "sliding":
-        return Sliding(w["size"], w["slide"], w.get("offset", 0))
+        return Sliding(_ms(w["size"], ms), _ms(w["slide"], ms), _ms(w.get("offset", 0), ms))
     if w["kind"] == "session":
-        return Session(w["gap"])
+        return Session(_ms(w["gap"], ms))
     return Global()
 
 
-def trigger(t: dict | None):
+def trigger(t: dict | None, ms: bool = False):
     if t is None:
         return None
     k = t["kind"]
@@ -40,21 +45,21 @@ def trigger(t: dict | None):
     if k == "count":
         return tr.Count(t["n"])
     if k == "continuous":
-        return tr.ContinuousEventTime(t["interval"])
+        return tr.ContinuousEventTime(_ms(t["interval"], ms))
     if k == "delta":
         return tr.Delta(t["threshold"], "v")
     if k == "purging":
-        return tr.Purging(trigger(t["of"]))
-    return tr.AnyOf(*(trigger(x) for x in t["of"]))
+        return tr.Purging(trigger(t["of"], ms))
+    return tr.AnyOf(*(trigger(x, ms) for x in t["of"]))
 
 
-def evictor(e: dict | None):
+def evictor(e: dict | None, ms: bool = False):
     if e is None:
         return None
     if e["kind"] == "count":
         return tr.CountEvictor(e["n"], e["after"])
     if e["kind"] == "time":
-        return tr.TimeEvictor(e["size"], e["after"])
+        return tr.TimeEvictor(_ms(e["size"], ms), e["after"])
     return tr.DeltaEvictor(e["threshold"], "v", e["after"])
 
 

@@ -186,3 +186,60 @@ def WindowAggregatorForTest(window, aggs, trigger, evictor):
     # Spark's watermark is max - 2 s; WindowAggregator's is max - out_of_orderness - 1
     return WindowAggregator(window, aggs, key="name", trigger=trigger, evictor=evictor, allowed_lateness="1s",
                             out_of_orderness=2_000_000 - 1, time_unit="us")
+
+
+def test_corpus_on_structured_streaming_one_row_per_micro_batch(spark, tmp_path):
+    """Corpus cases, one row per micro-batch, with Spark's watermark delay at the case's bound + 1
+    ms (Spark's watermark is max - delay, Flink's max - bound - 1): Flink's firings (key, window,
+    firing, kind and the rows' count and sum). Times are moved by a multiple of every size and
+    interval (the same windows), and a last row of another key far ahead stands for Flink's final
+    watermark; Global windows (which Flink fires at Long.MAX_VALUE) are left to the in-process tests."""
+    import math
+
+    import pyarrow.parquet as pq
+
+    import flinkwin as fw
+    from colcep.spark.window_stream import aggregate_stream
+
+    cases = [c for c in fw.load() if "error" not in c["expected"] and c["window"]["kind"] != "global"]
+    picked: dict = {}
+    for c in cases:  # one case of each window kind and trigger, with late rows where there are
+        picked.setdefault((c["window"]["kind"], (c["trigger"] or {}).get("kind"), bool(c["evictor"])), c)
+    chosen = sorted(picked.values(), key=lambda c: len(c["rows"]))[:6]
+    for n_case, case in enumerate(chosen):
+        w = case["window"]
+        grid = math.lcm(*(x for x in (w.get("size"), w.get("slide"), *_intervals(case["trigger"])) if x))
+        base = grid * -(-1_700_000_000_000 // grid)  # ms, after 2023: every window and interval keeps its grid
+        src = tmp_path / f"in{n_case}"
+        src.mkdir()
+        rows = case["rows"] + [["~end", max(r[1] for r in case["rows"]) + 10**6, 0.0]]
+        for i, (k, ts, v) in enumerate(rows):
+            f = src / f"r{i:04d}.parquet"
+            pq.write_table(pa.table({"k": [k], "ts": pa.array([(base + ts) * 1000], pa.timestamp("us", tz="UTC")),
+                                     "v": [float(v)]}), f)
+            os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+        schema = "k string, ts timestamp, v double"
+        stream = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+                  .withWatermark("ts", f"{case.get('bound', 0) + 1} milliseconds"))
+        out = aggregate_stream(stream, fw.window(case["window"], ms=True), {"n": "count", "s": ("v", "sum")}, key="k",
+                               trigger=fw.trigger(case["trigger"], ms=True), evictor=fw.evictor(case["evictor"], ms=True),
+                               allowed_lateness=f"{case.get('lateness', 0)}ms", time_unit="ms")
+        name = f"corpus_{n_case}"
+        q = (out.writeStream.format("memory").queryName(name).outputMode("append")
+             .option("checkpointLocation", str(tmp_path / f"ck{n_case}")).trigger(availableNow=True).start())
+        q.awaitTermination()
+        ms = lambda d: int(_norm(d).replace(tzinfo=dt.timezone.utc).timestamp() * 1000) - base  # noqa: E731
+        got = sorted((r.k, ms(r.window_start), ms(r.window_end),
+                      r.firing, r.kind, r.n, round(r.s, 6))
+                     for r in spark.sql(f"select * from {name}").collect() if r.k != "~end")
+        values = [r[2] for r in case["rows"]]
+        want = sorted((f[0], f[1], f[2], f[3], f[4], len(f[6]), round(sum(values[i] for i in f[6]), 6))
+                      for f in case["expected"]["firings"])
+        assert got == want, case["name"]
+
+
+def _intervals(t):
+    if not t:
+        return []
+    return ([t["interval"]] if t["kind"] == "continuous" else []) + \
+        [x for sub in ([t["of"]] if t["kind"] == "purging" else t.get("of", [])) for x in _intervals(sub)]

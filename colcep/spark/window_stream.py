@@ -40,8 +40,10 @@ class _WindowFn:
     def __init__(self, plan: _SparkPlan, in_schema: pa.Schema, order: str | None):
         self.plan, self.in_schema, self.order = plan, in_schema, order
         trigger, evictor, lateness, _ = plan.firing
-        self.prog = _firing_program(plan.window, trigger, evictor, lateness, "us")
-        self.spec = _resolve(plan.window, "us")
+        self.unit = plan.time_unit
+        self.us = 1000 if self.unit == "ms" else 1  # microseconds per time unit
+        self.prog = _firing_program(plan.window, trigger, evictor, lateness, self.unit)
+        self.spec = _resolve(plan.window, self.unit)
 
     def __call__(self, key: tuple, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         plan = self.plan
@@ -51,12 +53,12 @@ class _WindowFn:
             sort = ([(self.order, "ascending")] if self.order else []) + [(plan.time, "ascending")]
             rows = rows.sort_by(sort)
         wm_ms = _watermark_ms(state)
-        wm = wm_ms * 1000 if wm_ms > 0 else _I64_MIN
+        wm = wm_ms * 1000 // self.us if wm_ms > 0 else _I64_MIN
         fs = FiringState.restore(self.prog, state.get[0]) if state.exists else FiringState(self.prog)
         keys = KeyCodes(plan.key)
         keys.encode(pa.table({plan.key: pa.array([key[0]], self.in_schema.field(plan.key).type)}))
         ts = time_values(rows, plan.time)
-        gaps = _gaps(rows, self.spec, "us") if self.spec.kind == "session" and rows.num_rows \
+        gaps = _gaps(rows, self.spec, self.unit) if self.spec.kind == "session" and rows.num_rows \
             else np.array([self.spec.gap], np.int64)
         fired = fs.step(rows, ts, np.zeros(rows.num_rows, np.int64), 1, np.full(rows.num_rows, wm, np.int64), wm,
                         gaps)
@@ -68,25 +70,27 @@ class _WindowFn:
             state.update((fs.snapshot(),))
             nxt = fs.next_timer()
             if nxt is not None:
-                state.setTimeoutTimestamp(timer_ms(nxt, wm_ms))
+                state.setTimeoutTimestamp(timer_ms(nxt * self.us, wm_ms))
         if out.num_rows:
             pdf = out.to_pandas()
             for c in ("window_start", "window_end"):
                 if c in pdf:
                     import pandas as pd
 
-                    pdf[c] = pd.to_datetime(pdf[c], unit="us", utc=True)
+                    pdf[c] = pd.to_datetime(pdf[c], unit=self.unit, utc=True)
             yield pdf
 
 
 def aggregate_stream(df: Any, window: WindowSpec, aggs: Any, key: str, time: str = "ts", *,
                      trigger: Any = None, evictor: Any = None, allowed_lateness: Any = None,
-                     order: str | None = None) -> Any:
+                     order: str | None = None, time_unit: str = "us") -> Any:
     """Windowed aggregates of a streaming DataFrame, a row per firing (``colcep.windows.aggregate``
     with a trigger, evictor or allowed lateness): the key, ``window_start`` / ``window_end``
     (timestamps; ``window_id`` for Global), ``firing``, ``kind`` and the aggregates, in
     ``append`` mode; a sink upserts by (key, window, firing). ``df`` needs a watermark on
-    ``time`` (a timestamp column); aggregates of the time column itself come out in microseconds."""
+    ``time`` (a timestamp column). ``time_unit``: the unit windows are computed in, "us" (Spark's
+    timestamps) or "ms" (Flink's: a window's last instant is ``end - 1 ms``, and int durations are
+    milliseconds); aggregates of the time column itself come out as integers of that unit."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -111,11 +115,14 @@ def aggregate_stream(df: Any, window: WindowSpec, aggs: Any, key: str, time: str
     delay = fields[time].metadata.get(_DELAY_KEY)
     if delay is None:
         raise InputError(f"the stream has no watermark on {time!r}: call df.withWatermark({time!r}, '5 seconds') first")
-    sel = [F.unix_micros(F.col(c)).alias(c) if c == time else F.col(c).alias(c, metadata={}) for c in df.columns]
+    if time_unit not in ("us", "ms"):
+        raise InputError(f"time_unit must be 'us' or 'ms', got {time_unit!r}")
+    to_int = F.unix_millis if time_unit == "ms" else F.unix_micros
+    sel = [to_int(F.col(c)).alias(c) if c == time else F.col(c).alias(c, metadata={}) for c in df.columns]
     plain = df.select(*sel)
     spark = df.sparkSession
     in_schema = _to_arrow(spark, plain.schema)
-    plan = _SparkPlan("firings", window, key, time, "us", tuple(items), (trigger, evictor, allowed_lateness, 0))
+    plan = _SparkPlan("firings", window, key, time, time_unit, tuple(items), (trigger, evictor, allowed_lateness, 0))
     fn = _WindowFn(plan, in_schema, order)  # checks the specification
     out_arrow = _firings_given(in_schema.empty_table(), plan).schema
     out_struct = from_arrow_schema(out_arrow, prefer_timestamp_ntz=False)
