@@ -161,3 +161,14 @@ def test_spike_no_recovery(capsys):
             found = any(m["base"] == [base] and m["spike"] == [spike] for m in ms.values())
             assert found == (not recovered), (s, base, spike)
     assert spikes > len(ms) > 0
+
+
+def test_live_vwap_streams_early_on_time_and_late_updates():
+    r = subprocess.run([sys.executable, str(EXAMPLES / "live_vwap.py"), "--events", "60000", "--symbols", "3"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[0]
+    assert "60,000 ticks in batches of 500" in head and " on time, " in head
+    early, on_time, late = (int(head.split(f" {k}")[0].rsplit(" ", 1)[-1].replace(",", ""))
+                            for k in ("early,", "on time,", "late;"))
+    assert early > 100 and on_time >= 3 and late > 0
