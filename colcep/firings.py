@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from colcep.errors import SnapshotError
 from colcep.kernels import triggers as kt
-from colcep.triggers import FiringProgram, delta_values
+from colcep.triggers import FiringProgram, check_delta_columns, delta_values
 
 I64_MAX = int(np.iinfo(np.int64).max)
 
@@ -64,8 +65,9 @@ class FiringState:
         p = self.prog
         base = 0 if self.rows is None else self.rows.num_rows
         rows = tbl if self.rows is None else pa.concat_tables([self.rows, tbl])
-        trig_v = delta_values(tbl, p.trigger_column, "trigger Delta")
-        ev_v = delta_values(tbl, p.evictor_column, "DeltaEvictor")
+        check_delta_columns(tbl.schema, p)
+        trig_v = delta_values(tbl, p.trigger_column)
+        ev_v = delta_values(tbl, p.evictor_column)
         rts = np.concatenate([self._rts, ts])
         rv = np.concatenate([self._rv, ev_v])
         ids = np.arange(base, base + tbl.num_rows, dtype=np.int64)
@@ -110,9 +112,10 @@ class FiringState:
         return bool((self._st[5] < 0).all())
 
     def snapshot(self) -> bytes:
-        """The state as bytes (numpy's format for the arrays, Arrow IPC for the rows)."""
+        """The state as bytes: the program's fingerprint, then the arrays (numpy's format), then
+        the rows (Arrow IPC)."""
         buf = io.BytesIO()
-        for a in (*self._st, self._rts, self._rv):
+        for a in (self.prog.fingerprint(), *self._st, self._rts, self._rv):
             np.save(buf, a, allow_pickle=False)
         if self.rows is not None:
             with pa.ipc.new_stream(buf, self.rows.schema) as w:
@@ -121,8 +124,17 @@ class FiringState:
 
     @classmethod
     def restore(cls, prog: FiringProgram, data: bytes) -> "FiringState":
+        """The state of ``snapshot``; a SnapshotError if it was taken under another program (a
+        query restarted from its checkpoint with another window, trigger or evictor)."""
         fs = cls(prog)
         buf = io.BytesIO(data)
+        try:
+            taken = np.load(buf, allow_pickle=False)
+        except ValueError as exc:
+            raise SnapshotError(f"not a window state snapshot: {exc}") from exc
+        if not np.array_equal(taken, prog.fingerprint()):
+            raise SnapshotError("this window state was kept under another window, trigger, evictor or allowed "
+                                "lateness; restart the query from a new checkpoint, or with the specification it had")
         arrays = [np.load(buf, allow_pickle=False) for _ in range(len(fs._st) + 2)]
         fs._st = tuple(arrays[:-2])
         fs._rts, fs._rv = arrays[-2], arrays[-1]

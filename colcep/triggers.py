@@ -37,7 +37,8 @@ from colcep.errors import InputError, WindowSpecError
 from colcep.kernels import triggers as kt
 
 __all__ = ["Trigger", "EventTime", "Count", "ContinuousEventTime", "Delta", "Purging", "AnyOf",
-           "Evictor", "CountEvictor", "TimeEvictor", "DeltaEvictor", "FiringProgram", "compile_firing", "KINDS"]
+           "Evictor", "CountEvictor", "TimeEvictor", "DeltaEvictor", "FiringProgram", "compile_firing",
+           "check_delta_columns", "KINDS"]
 
 KINDS = ("early", "on_time", "late")
 
@@ -208,6 +209,11 @@ class FiringProgram:
     trigger_column: str | None
     evictor_column: str | None
 
+    def fingerprint(self) -> np.ndarray:
+        """The program as one int64 array: equal exactly when the programs are."""
+        return np.concatenate([self.prog, [len(self.nk)], self.nk, self.ni, self.nf.view(np.int64), self.nparent,
+                               np.array([self.ev_th]).view(np.int64)])
+
     @property
     def n_leaves(self) -> int:
         return int(self.leaf_kind.shape[0])
@@ -290,18 +296,26 @@ def compile_firing(window_kind: str, size: int, slide: int, offset: int, gap: in
             delta_cols.add(t.column)
     if len(delta_cols) > 1:
         raise WindowSpecError(f"the Delta triggers of one specification read one column, got {sorted(delta_cols)}")
+    for what, v in (("allowed_lateness", lateness), ("window size", size), ("slide", slide), ("offset", offset),
+                    ("gap", gap), *(("trigger parameter", x) for x in ni)):
+        if not -2**63 <= v < 2**63:
+            raise WindowSpecError(f"{what} {v} does not fit in 64 bits (the time column's integers)")
     prog = np.zeros(kt.P_LEN, np.int64)
     prog[kt.P_ASSIGNER] = assigner
     prog[kt.P_SIZE], prog[kt.P_SLIDE], prog[kt.P_OFFSET], prog[kt.P_GAP] = size, slide, offset, gap
     prog[kt.P_LATENESS] = lateness
     ev_th = 0.0
     ev_col = None
+    ev_n = 0
     if isinstance(evictor, CountEvictor):
-        prog[kt.P_EV_KIND], prog[kt.P_EV_N] = kt.E_COUNT, int(evictor.n)
+        prog[kt.P_EV_KIND], ev_n = kt.E_COUNT, int(evictor.n)
     elif isinstance(evictor, TimeEvictor):
-        prog[kt.P_EV_KIND], prog[kt.P_EV_N] = kt.E_TIME, to_units(evictor.size, unit, "TimeEvictor size", signed=True)
+        prog[kt.P_EV_KIND], ev_n = kt.E_TIME, to_units(evictor.size, unit, "TimeEvictor size", signed=True)
     elif isinstance(evictor, DeltaEvictor):
         prog[kt.P_EV_KIND], ev_th, ev_col = kt.E_DELTA, float(evictor.threshold), evictor.column
+    if not ev_n < 2**63:
+        raise WindowSpecError(f"evictor parameter {ev_n} does not fit in 64 bits")
+    prog[kt.P_EV_N] = ev_n
     if evictor is not None:
         prog[kt.P_EV_AFTER] = int(bool(evictor.after))
     a64 = lambda x: np.array(x, np.int64)  # noqa: E731
@@ -309,13 +323,21 @@ def compile_firing(window_kind: str, size: int, slide: int, offset: int, gap: in
                          a64(leaf_kind), next(iter(delta_cols), None), ev_col)
 
 
-def delta_values(tbl: pa.Table, column: str | None, what: str) -> np.ndarray:
+def check_delta_columns(schema: pa.Schema, prog: FiringProgram) -> None:
+    """The Delta trigger's and DeltaEvictor's columns exist and are numeric."""
+    for column, what in ((prog.trigger_column, "trigger Delta"), (prog.evictor_column, "DeltaEvictor")):
+        if column is None:
+            continue
+        if column not in schema.names:
+            raise InputError(f"{what} column {column!r} is missing; the input has {schema.names}")
+        t = schema.field(column).type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            raise InputError(f"{what} column {column!r} has type {t}; a delta needs a numeric column")
+
+
+def delta_values(tbl: pa.Table, column: str | None) -> np.ndarray:
     """A delta column as float64 (a null is NaN: never more than a threshold away)."""
     if column is None:
         return np.zeros(tbl.num_rows, np.float64)
-    if column not in tbl.column_names:
-        raise InputError(f"{what} column {column!r} is missing; the input has {tbl.column_names}")
     c = tbl.column(column)
-    if not (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)):
-        raise InputError(f"{what} column {column!r} has type {c.type}; a delta needs a numeric column")
     return np.ascontiguousarray(c.cast(pa.float64()).fill_null(float("nan")).to_numpy(), dtype=np.float64)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -37,7 +37,7 @@ from colcep.durations import to_units as _to_units
 from colcep.engine.matcher import as_table
 from colcep.engine.watermark import next_watermark, time_values
 from colcep.firings import Fired, FiringState
-from colcep.triggers import KINDS, Evictor, Trigger, compile_firing
+from colcep.triggers import KINDS, Evictor, Trigger, check_delta_columns, compile_firing
 
 __all__ = ["Tumbling", "Sliding", "Session", "Count", "Global", "WindowSpec", "WindowSpecError",
            "assign", "aggregate", "ohlc", "WindowAggregator", "AGG_FUNCS"]
@@ -465,8 +465,8 @@ def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, 
     generator): one row per firing, with ``firing`` (0, 1, ... per key and window) and ``kind``
     (``early``: before the watermark reached the window's end; ``on_time``: when it did;
     ``late``: for a row that came later, within ``allowed_lateness``), rows a window no longer
-    takes being dropped as Flink drops them (``WindowAggregator.pop_late`` has them). On Spark
-    the input order is the ``order`` column's (default: the time column)."""
+    takes being dropped as Flink drops them (``WindowAggregator.pop_late`` has them). ``order``:
+    a column giving the arrival order (in process: the input's order; on Spark: the time column)."""
     items = _parse_aggs(aggs)
     if _firing_mode(trigger, evictor, allowed_lateness):
         if _is_spark(data):
@@ -475,6 +475,11 @@ def aggregate(data: Any, window: WindowSpec, aggs: Any, key: str | None = None, 
         agg = WindowAggregator(window, dict((n, (c, f)) for n, c, f in items), key=key, time=time,
                                time_unit=time_unit, out_of_orderness=out_of_orderness, trigger=trigger,
                                evictor=evictor, allowed_lateness=allowed_lateness, watermarks="row")
+        if order is not None:  # the arrival order is the order column's (stable: ties keep input order)
+            data = as_table(data)
+            if order not in data.column_names:
+                raise InputError(f"order column {order!r} is missing; the input has {data.column_names}")
+            data = data.sort_by(order)
         first = agg.process(data)
         rest = agg.close()
         return first if rest.num_rows == 0 else pa.concat_tables([first, rest])
@@ -549,6 +554,9 @@ class WindowAggregator:
             raise WindowSpecError(f"out_of_orderness must be >= 0, got {out_of_orderness!r}")
         if watermarks not in ("batch", "row"):
             raise WindowSpecError(f"watermarks must be 'batch' or 'row', got {watermarks!r}")
+        if watermarks == "row" and not _firing_mode(trigger, evictor, allowed_lateness):
+            raise WindowSpecError("watermarks='row' applies to windows that fire by trigger (trigger=, evictor= or "
+                                  "allowed_lateness=)")
         self._firing_args = (trigger, evictor, allowed_lateness) if _firing_mode(trigger, evictor, allowed_lateness) \
             else None
         if self._firing_args is not None:
@@ -636,7 +644,9 @@ class WindowAggregator:
             self._spec = _resolve(self.window, self._unit)
             self._delay = _to_units(self._delay_arg, self._unit, "out_of_orderness", signed=True)
             if self._firing_args is not None:
-                self._firing = FiringState(_firing_program(self.window, *self._firing_args, self._unit))
+                prog = _firing_program(self.window, *self._firing_args, self._unit)
+                check_delta_columns(tbl.schema, prog)  # before the schema is bound: a bad first batch binds nothing
+                self._firing = FiringState(prog)
             self._schema = tbl.schema
             return tbl
         for f in self._schema:
@@ -653,10 +663,10 @@ class WindowAggregator:
 
     def _process_firings(self, tbl: pa.Table, ts: np.ndarray, row0: int, watermark: Any) -> pa.Table:
         """One batch through the firing state: the watermark before each row, then after the batch."""
-        codes = self._keys.encode(tbl, row0)  # a null key names its row, before any state changes
+        explicit = None if watermark is None else self._time_value(watermark)
         if self._spec.kind == "session":
             _gaps(tbl, self._spec, self._unit, row0)
-        explicit = None if watermark is None else self._time_value(watermark)
+        codes = self._keys.encode(tbl, row0)  # a null key names its row; the last check before the state changes
         if self._row_watermarks and ts.shape[0]:
             cm = np.maximum.accumulate(ts)
             lim = _I64_MIN + self._delay + 1
@@ -774,6 +784,7 @@ class _SparkPlan:
     time_unit: str
     aggs: tuple = ()
     firing: tuple = ()  # trigger, evictor, allowed_lateness, out_of_orderness
+    final_wm: int | None = None  # firings: the watermark after the last row of all (before the end of input)
 
     def run(self, tbl: pa.Table) -> pa.Table:
         if self.mode == "firings":
@@ -834,9 +845,12 @@ def _firings_given(tbl: pa.Table, plan: _SparkPlan) -> pa.Table:
                            allowed_lateness=lateness)
     tbl = agg._bind(tbl)
     ts = time_values(tbl, plan.time)
-    out = agg._run_firings(tbl, ts, agg._keys.encode(tbl), before, _I64_MAX)
+    out = agg._run_firings(tbl, ts, agg._keys.encode(tbl), before, _I64_MIN if plan.final_wm is None else plan.final_wm)
+    empty = tbl.slice(0, 0)  # then the end of input, as close() after the last batch in process
+    rest = agg._run_firings(empty, time_values(empty, plan.time), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                            _I64_MAX)
     agg._closed = True
-    return out
+    return out if rest.num_rows == 0 else pa.concat_tables([out, rest])
 
 
 def _spark_firings(df: Any, window: WindowSpec, items: list, key: str | None, time: str, time_unit: str,
@@ -855,22 +869,37 @@ def _spark_firings(df: Any, window: WindowSpec, items: list, key: str | None, ti
     is_ts = isinstance(df.schema[time].dataType, (T.TimestampType, T.TimestampNTZType))
     unit = "us" if is_ts else _time_unit(pa.int64(), time, time_unit)
     delay_u = _to_units(delay, unit, "out_of_orderness", signed=True)
-    t = F.unix_micros(F.col(time)) if is_ts else F.col(time).cast("long")
     ties = [order] + ([key] if key is not None else []) + [time, _ID]
+    # one range partitioning, computed once (Spark samples its bounds anew in every job): the
+    # partitions' highest times and the watermarks come from the same partitions
     ranged = (df.withColumn(_ID, F.monotonically_increasing_id()).repartitionByRange(*ties)
-              .sortWithinPartitions(*ties).withColumn(_PART, F.spark_partition_id()))
-    highest = dict(ranged.groupBy(_PART).agg(F.max(t)).collect())
+              .sortWithinPartitions(*ties).withColumn(_PART, F.spark_partition_id()).localCheckpoint(eager=True))
+    highest = dict(ranged.mapInArrow(functools.partial(_partition_max, time), "p long, m long").collect())
     before: dict[int, int] = {}
     run = None
     for p in sorted(highest):
         before[p] = run
         run = highest[p] if run is None else max(run, highest[p])
+    if run is not None:
+        plan = replace(plan, final_wm=run - delay_u - 1 if run >= _I64_MIN + delay_u + 1 else _I64_MIN)
     arrow_in = ranged.drop(_PART).schema.add(_WM, T.LongType(), nullable=False)
     marked = ranged.mapInArrow(functools.partial(_watermark_partition, before, time, delay_u), arrow_in)
     group = [key] if key is not None else []
     sort = group + [order, time, _ID]
     shuffled = marked.repartition(key) if key is not None else marked.repartition(1)
     return shuffled.sortWithinPartitions(*sort).mapInArrow(functools.partial(_arrow_partition, plan), schema)
+
+
+def _partition_max(time: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: the partition's id and highest time, read as the watermarks read it."""
+    part, high = None, None
+    for b in batches:
+        if b.num_rows:
+            part = b.column(_PART)[0].as_py()
+            m = int(time_values(pa.Table.from_batches([b]), time).max())
+            high = m if high is None else max(high, m)
+    if part is not None:
+        yield pa.record_batch({"p": [part], "m": [high]}, schema=pa.schema([("p", pa.int64()), ("m", pa.int64())]))
 
 
 def _watermark_partition(before: dict, time: str, delay: int,

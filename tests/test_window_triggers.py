@@ -291,3 +291,47 @@ def test_one_compiled_signature_whatever_the_input():
     for name in ("step", "new_state", "live_rows", "renumber_rows", "time_sorted_segments"):
         f = getattr(kt, name)  # the entry points Python calls (helpers compile inside them)
         assert isinstance(f, CPUDispatcher) and len(f.signatures) == 1, (name, f.signatures)
+
+
+def test_a_snapshot_restores_only_under_its_program():
+    from colcep.errors import SnapshotError
+    from colcep.firings import FiringState
+    from colcep.windows import _firing_program
+
+    count5 = _firing_program(Tumbling(10), tr.Count(5), None, None, "ms")
+    fs = FiringState(count5)
+    t = TICKS.select(["name", "ts", "price"])
+    fs.step(t, t.column("ts").to_numpy(), np.array([0, 0, 1, 0, 0, 1, 0]), 2, np.full(7, -2**63), 5,
+            np.array([0], np.int64))
+    again = FiringState.restore(count5, fs.snapshot())
+    assert again.snapshot() == fs.snapshot() and again.held_rows == fs.held_rows > 0
+    other = _firing_program(Tumbling(10), tr.ContinuousEventTime(2) | tr.ContinuousEventTime(3), None, None, "ms")
+    with pytest.raises(SnapshotError, match="another window, trigger"):
+        FiringState.restore(other, fs.snapshot())
+    with pytest.raises(SnapshotError, match="another"):
+        FiringState.restore(_firing_program(Tumbling(10), tr.Count(5), None, 3, "ms"), fs.snapshot())
+
+
+def test_a_bad_first_batch_binds_nothing():
+    agg = WindowAggregator(Global(), {"n": "count"}, key="name", trigger=tr.Delta(1.0, "price"))
+    with pytest.raises(InputError, match="'price' is missing"):
+        agg.process(TICKS.select(["name", "ts"]))
+    with pytest.raises(InputError, match="watermark must be an int"):
+        agg.process(TICKS, watermark="soon")
+    out = agg.process(TICKS)  # a: 1 -> 4 fires (3 rows), 4 -> 7 fires (5 rows); b: 3 -> 6 fires (2 rows)
+    assert out.column("n").to_pylist() == [3, 5, 2] and agg.close().num_rows == 0
+
+
+def test_order_column_in_process_and_int64_limits():
+    shuffled = TICKS.take(pa.array([6, 0, 5, 1, 4, 2, 3])).append_column("seq", pa.array([6, 0, 5, 1, 4, 2, 3]))
+    kw = dict(key="name", trigger=tr.Count(2), allowed_lateness=100)
+    assert aggregate(shuffled, Tumbling(10), {"n": "count"}, order="seq", **kw) == \
+        aggregate(TICKS, Tumbling(10), {"n": "count"}, **kw)
+    with pytest.raises(InputError, match="order column 'nope' is missing"):
+        aggregate(TICKS, Tumbling(10), {"n": "count"}, order="nope", **kw)
+    with pytest.raises(WindowSpecError, match="does not fit in 64 bits"):
+        aggregate(TICKS, Tumbling(10), {"n": "count"}, key="name", allowed_lateness=2**63)
+    with pytest.raises(WindowSpecError, match="does not fit in 64 bits"):
+        aggregate(TICKS, Global(), {"n": "count"}, key="name", trigger=tr.Count(2**63))
+    with pytest.raises(WindowSpecError, match="applies to windows that fire by trigger"):
+        WindowAggregator(Tumbling(10), {"n": "count"}, watermarks="row")

@@ -243,3 +243,27 @@ def _intervals(t):
         return []
     return ([t["interval"]] if t["kind"] == "continuous" else []) + \
         [x for sub in ([t["of"]] if t["kind"] == "purging" else t.get("of", [])) for x in _intervals(sub)]
+
+
+def test_firings_on_spark_big_enough_to_sample_and_global_continuous(spark):
+    """Enough rows that Spark samples its range bounds (the watermark pass must see the partitions
+    the maxima came from), and a Global window with a continuous trigger, whose last firings depend
+    on the watermark after the last row of all keys (key a's only row is long before b's last)."""
+    from colcep import triggers as tr
+
+    rng = np.random.default_rng(4)
+    n = 6000
+    t = pa.table({"k": rng.choice(["a", "b", "c", "d"], n), "ts": np.sort(rng.integers(0, 200_000, n)),
+                  "p": np.round(rng.normal(size=n), 2), "i": np.arange(n)})
+    t = t.take(pa.array(np.argsort(t.column("ts").to_numpy() + rng.integers(0, 3000, n), kind="stable")))
+    t = t.set_column(3, "i", pa.array(np.arange(n)))
+    df = spark.createDataFrame(t.to_pandas()).repartition(3)
+    kw = dict(key="k", trigger=tr.ContinuousEventTime(5000), allowed_lateness=1000, out_of_orderness=500)
+    aggs = {"n": "count", "s": ("p", "sum")}
+    assert rows(aggregate(df, Tumbling(20_000), aggs, order="i", **kw)) == rows(aggregate(t, Tumbling(20_000), aggs, **kw))
+    g = pa.table({"k": ["a", "b", "b", "b"], "ts": [0, 10, 50, 100], "p": [1.0, 2.0, 3.0, 4.0], "i": [0, 1, 2, 3]})
+    gkw = dict(key="k", trigger=tr.ContinuousEventTime(10))
+    want = aggregate(g, Global(), aggs, **gkw)
+    # a: at 10, 20 ... 90 (the last watermark is 99), then at the end of input the due timer (100) and on time
+    assert want.filter(pa.compute.equal(want["k"], "a")).num_rows == 11
+    assert rows(aggregate(spark.createDataFrame(g.to_pandas()), Global(), aggs, order="i", **gkw)) == rows(want)
