@@ -35,7 +35,7 @@ from colcep.kernels import windows as kwin
 from colcep.durations import check_duration as _check_duration
 from colcep.durations import to_units as _to_units
 from colcep.engine.matcher import as_table
-from colcep.engine.watermark import next_watermark, time_values
+from colcep.engine.watermark import bounded, bounded_array, next_watermark, time_values
 from colcep.firings import Fired, FiringState
 from colcep.triggers import KINDS, Evictor, Trigger, check_delta_columns, compile_firing
 
@@ -669,8 +669,7 @@ class WindowAggregator:
         codes = self._keys.encode(tbl, row0)  # a null key names its row; the last check before the state changes
         if self._row_watermarks and ts.shape[0]:
             cm = np.maximum.accumulate(ts)
-            lim = _I64_MIN + self._delay + 1
-            after = np.where(cm >= lim, cm - self._delay - 1, _I64_MIN)
+            after = bounded_array(cm, self._delay)
             np.maximum(after, self._wm, out=after)
             before = np.empty_like(after)
             before[0] = self._wm
@@ -881,7 +880,7 @@ def _spark_firings(df: Any, window: WindowSpec, items: list, key: str | None, ti
         before[p] = run
         run = highest[p] if run is None else max(run, highest[p])
     if run is not None:
-        plan = replace(plan, final_wm=run - delay_u - 1 if run >= _I64_MIN + delay_u + 1 else _I64_MIN)
+        plan = replace(plan, final_wm=bounded(run, delay_u))
     arrow_in = ranged.drop(_PART).schema.add(_WM, T.LongType(), nullable=False)
     marked = ranged.mapInArrow(functools.partial(_watermark_partition, before, time, delay_u), arrow_in)
     group = [key] if key is not None else []
@@ -921,7 +920,7 @@ def _watermark_partition(before: dict, time: str, delay: int,
         if run is not None:
             np.maximum(prev, run, out=prev)
         run = int(cm[-1]) if run is None else max(run, int(cm[-1]))
-        wm = np.where(prev >= _I64_MIN + delay + 1, prev - delay - 1, _I64_MIN)
+        wm = bounded_array(prev, delay)
         yield b.drop_columns([_PART]).append_column(_WM, pa.array(wm, pa.int64()))
 
 

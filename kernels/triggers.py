@@ -32,7 +32,7 @@ Firings come out as ``fi`` (int64 [n, F_COLS]: key, start, end, seq, kind, lo, h
 import numpy as np
 from numba import njit
 
-from .arrays import grow, grow_rows
+from .arrays import group_by_key, grow, grow_rows
 
 I64_MIN = np.iinfo(np.int64).min
 I64_MAX = np.iinfo(np.int64).max
@@ -617,17 +617,7 @@ def step(prog, ev_th, nk, ni, nf, nparent, leaf_of, leaf_kind,
     nlog = 0
     late = np.zeros(n, np.uint8)
     event_time = assigner != GLOBAL
-    # rows grouped by key, arrival order kept (counting sort)
-    key_ptr = np.zeros(n_keys + 1, np.int64)
-    for i in range(n):
-        key_ptr[codes[i] + 1] += 1
-    for k in range(n_keys):
-        key_ptr[k + 1] += key_ptr[k]
-    pos = key_ptr[:n_keys].copy()
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        order[pos[codes[i]]] = i
-        pos[codes[i]] += 1
+    order, key_ptr = group_by_key(codes, n_keys)  # rows grouped by key, arrival order kept
     # the rows' columns in key order: a key's rows are stepped one after the other, so they are read
     # from consecutive memory, not a key's share of the batch apart (one gather instead of a cache
     # miss per column and row)

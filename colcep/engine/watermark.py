@@ -32,11 +32,22 @@ def time_values(tbl: pa.Table, time: str, row0: int = 0) -> np.ndarray:
     return ts
 
 
+def bounded(max_ts: int, delay: int) -> int:
+    """``BoundedOutOfOrdernessWatermarks``: ``max_ts - delay - 1``, I64_MIN where that would pass it."""
+    return max_ts - delay - 1 if max_ts >= I64_MIN + delay + 1 else I64_MIN
+
+
+def bounded_array(max_ts: np.ndarray, delay: int) -> np.ndarray:
+    """``bounded`` of each entry of an int64 array."""
+    lim = I64_MIN + delay + 1
+    return np.where(max_ts >= lim, max_ts - delay - 1, I64_MIN)
+
+
 def next_watermark(current: int | None, max_ts: int | None, delay: int | None, explicit: int | None) -> int | None:
     """The watermark after a batch: never lower than ``current``."""
     cands = [w for w in (current, explicit) if w is not None]
     if delay is not None and max_ts is not None:
-        cands.append(max_ts - delay - 1 if max_ts >= I64_MIN + delay + 1 else I64_MIN)
+        cands.append(bounded(max_ts, delay))
     return max(cands) if cands else None
 
 
