@@ -28,6 +28,10 @@ def sql(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any
     Flink's rows, Flink's integer arithmetic, PREV as a logical offset, and a ``SqlError``
     where Flink refuses the query or fails the job. ``"cep"`` (the default) has the same
     matching and accepts more (see :mod:`colcep.lang.sql.query`)."""
+    if semantics == "standard":
+        from colcep.lang.sql.standard.run import run as run_standard
+        if not any(type(t).__module__.startswith("pyspark.") for t in tables.values()):
+            return run_standard(query, tables)
     if any(type(t).__module__.startswith("pyspark.") for t in tables.values()):
         from colcep.spark.sql import sql as spark_sql
         return spark_sql(query, time_unit=time_unit, semantics=semantics, **tables)
