@@ -370,6 +370,39 @@ def evaluate(code, lo, hi, walks, w_lo, w_hi, consts, reg, row, start, pstart, p
 
 
 @njit(cache=True, nogil=True)
+def row_masks(code, c_lo, c_hi, free, consts, var_code, cols, bounds, stop):
+    """Per variable and row, its condition when it reads only rows at fixed offsets from the
+    current one (``free``): 1 true, 0 false or null; 2 where it must be evaluated per thread (not
+    free, or it failed here: a failure counts only where a thread reaches it)."""
+    nv = c_lo.shape[0]
+    n = cols.shape[1]
+    out = np.full((nv, n), 2, np.int8)
+    reg = np.empty(1)
+    stack = np.empty(256)
+    aggv = np.empty(1)
+    err = np.zeros(1, np.int64)
+    nd = np.empty(1, np.int64)
+    dummy = np.zeros(1, np.int64)
+    for v in range(nv):
+        if not free[v]:
+            continue
+        if c_hi[v] == c_lo[v]:
+            out[v, :] = 1
+            continue
+        for p in range(bounds.shape[0] - 1):
+            if stop[0]:
+                return out
+            for row in range(bounds[p], bounds[p + 1]):
+                x = _core(code, c_lo[v], c_hi[v], consts, reg, row, row, bounds[p], bounds[p + 1], v, -1, nd, nd,
+                          dummy, var_code, dummy, dummy, dummy, dummy, dummy, 0, cols, stack, 0, -1.0, aggv, err)
+                if err[0] != ERR_NONE:
+                    err[0] = ERR_NONE
+                else:
+                    out[v, row] = 1 if (x == x and x != 0.0) else 0
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _hash(pc, bits, base, w):
     h = np.uint64(pc) * np.uint64(0x9E3779B97F4A7C15)
     for k in range(w):
@@ -382,9 +415,10 @@ def _hash(pc, bits, base, w):
 @njit(cache=True, nogil=True)
 def match_partitions(op, arg, x, y, c_lo, c_hi, code, walks, w_lo, w_hi, consts, in_set, last_n, last_off, first_n, first_off,
                      cnt_off, lab_off, agg_set, agg_col, agg_off, W, dedup, var_code, cols, bounds, skip_kind,
-                     skip_set, max_threads, stop):
+                     skip_set, masks, starts, max_threads, stop):
     """Every match of every partition, in order: ``(m_part, m_start, m_end, m_number, m_lab, lab_pc,
-    n_matches, err, err_row)`` (``m_lab[i]:m_lab[i] + m_end[i] - m_start[i]`` are match i's labels)."""
+    n_matches, err, err_row)`` (``m_lab[i]:m_lab[i] + m_end[i] - m_start[i]`` are match i's labels).
+    ``masks``: ``row_masks``; ``starts[row]``: a match may start there (a search elsewhere is skipped)."""
     nprog = op.shape[0]
     Wr = max(W, 1)
     cap = 16
@@ -426,6 +460,9 @@ def match_partitions(op, arg, x, y, c_lo, c_hi, code, walks, w_lo, w_hi, consts,
         while s < pend:
             if stop[0]:
                 return m_part, m_start, m_end, m_number, m_lab, lab_pc, n_m, ERR_STOPPED, s
+            if not starts[s]:
+                s += 1
+                continue
             # ---- the preferred match from s
             n_nd = 0
             best_end = -1
@@ -455,8 +492,9 @@ def match_partitions(op, arg, x, y, c_lo, c_hi, code, walks, w_lo, w_hi, consts,
                             tmp[k] = cur_reg[base + k]
                         take_row(tmp, v, i, in_set, last_n, last_off, first_n, first_off, cnt_off, lab_off,
                                  agg_set, agg_col, agg_off, cols)
-                        ok = True
-                        if c_hi[v] > c_lo[v]:
+                        mv = masks[v, i]
+                        ok = mv == 1
+                        if mv == 2:
                             r = evaluate(code, c_lo[v], c_hi[v], walks, w_lo[v], w_hi[v], consts, tmp, i, s, pstart,
                                          pend, v, cur_nd[t], nd_pc, nd_parent, arg, var_code, in_set, last_off,
                                          first_off, cnt_off, lab_off, agg_off, number, cols, stack, aggv, err)

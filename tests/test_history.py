@@ -1,5 +1,6 @@
 """History in conditions: ``prev`` and ``rolling`` over the key's preceding rows (computed per
 key, carried across batches and snapshots), and aggregates over expressions."""
+import functools
 import datetime as dt
 import math
 
@@ -13,6 +14,8 @@ import colcep as cc
 from colcep import col, last
 from colcep.engine import history as H
 from colcep.expr import prev, rolling
+
+sql_cep = functools.partial(cc.sql, semantics="cep")  # colcep.sql's CEP-style mode (the default is "standard")
 
 # ----------------------------------------------------------------------------- the reference
 
@@ -428,7 +431,7 @@ def test_sql_prev_is_history_so_compiled_queries_run_on_streams():
              DEFINE UP AS UP.price > PREV(UP.price) AND (LAST(UP.price, 2) IS NULL OR UP.price > LAST(UP.price, 2))
                           AND SUM(UP.price * UP.volume) > 0,
                     DOWN AS DOWN.price < PREV(DOWN.price, 2))"""
-    want = cc.sql(q, t=tbl)
+    want = sql_cep(q, t=tbl)
     assert want.num_rows > 5
     p = compile_query(q, tbl.column_names)
     assert "__colcep" not in p.to_json()          # no helper columns: the input's own are enough

@@ -1,5 +1,6 @@
 """Composite match keys (``key=["a", "b", ...]``): the same matches as one key column built by
 concatenating the values, batch by batch as on whole tables, across snapshots; the errors."""
+import functools
 import json
 import struct
 from collections import Counter
@@ -14,6 +15,8 @@ from colcep import InputError, col, first, last, prev
 from colcep.engine.codec import MAGIC
 from colcep.engine.keys import KeyCodes
 from colcep.spark import KeyedStream, arrow_spec
+
+sql_cep = functools.partial(cc.sql, semantics="cep")  # colcep.sql's CEP-style mode (the default is "standard")
 
 KEY = ["sym", "venue", "lit"]
 
@@ -264,8 +267,8 @@ def test_sql_partition_by_several_columns():
     q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY {p} ORDER BY ts
             MEASURES FIRST(A.id) AS a_id, LAST(B.id) AS b_id, MATCH_NUMBER() AS n
             ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) DEFINE B AS B.price > PREV(B.price))"""
-    got = cc.sql(q.format(p="sym, venue, lit"), T=t)
-    want = cc.sql(q.format(p="k"), T=with_joined(t))
+    got = sql_cep(q.format(p="sym, venue, lit"), T=t)
+    want = sql_cep(q.format(p="k"), T=with_joined(t))
     assert want.num_rows > 20
     assert got.drop_columns(KEY).equals(want.drop_columns(["k"]))
     assert joined(got).to_pylist() == want.column("k").to_pylist()

@@ -1,5 +1,6 @@
 """SQL MATCH_RECOGNIZE (colcep.sql): the ticker examples of Flink's MATCH_RECOGNIZE documentation,
 each clause against hand-written Patterns, inputs (Arrow, pandas, polars) and errors."""
+import functools
 import datetime as dt
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 import colcep as cc
 from colcep import col, last
 from colcep.lang.sql import SqlError, compile_query
+
+sql_cep = functools.partial(cc.sql, semantics="cep")  # colcep.sql's CEP-style mode (the default is "standard")
 
 T0 = dt.datetime(2011, 4, 1, 10, 0, 0)
 
@@ -27,7 +30,7 @@ def ts(h, m, s=0, day=T0.date()):
 # ----------------------------------------------------------------------------- Flink's documentation
 def test_doc_price_down_then_up():
     data = ticker([12, 17, 19, 21, 25, 18, 15, 14, 24, 25, 19])
-    out = cc.sql("""
+    out = sql_cep("""
         SELECT *
         FROM Ticker
             MATCH_RECOGNIZE (
@@ -54,7 +57,7 @@ def test_doc_price_down_then_up():
 
 def test_doc_aggregation_average_below_threshold():
     data = ticker([12, 17, 13, 16, 25, 2, 4, 10, 15, 25, 25, 30])
-    out = cc.sql("""
+    out = sql_cep("""
         SELECT * FROM Ticker MATCH_RECOGNIZE (
             PARTITION BY symbol ORDER BY rowtime
             MEASURES FIRST(A.rowtime) AS start_tstamp, LAST(A.rowtime) AS end_tstamp, AVG(A.price) AS avgPrice
@@ -70,7 +73,7 @@ def test_doc_aggregation_average_below_threshold():
 def test_doc_greedy_and_reluctant(quant, want):
     data = ticker([10, 11, 12, 13, 14, 16], taxes=[1, 2, 1, 2, 1, 2], symbol="XYZ",
                   t0=dt.datetime(2018, 9, 17, 10, 0, 2))
-    out = cc.sql(f"""
+    out = sql_cep(f"""
         SELECT * FROM Ticker MATCH_RECOGNIZE(
             PARTITION BY symbol ORDER BY rowtime
             MEASURES C.price AS lastPrice
@@ -91,15 +94,15 @@ def test_doc_within_interval():
             DEFINE
                 B AS B.price > A.price - 10,
                 C AS C.price < A.price - 10)"""          # (the docs miss the comma after the B definition)
-    out = cc.sql(q_within, Ticker=data)
+    out = sql_cep(q_within, Ticker=data)
     # The docs print dropDiff 14: the drop from 15 at 12:00 to 1 at 13:00, a span of exactly one hour.
     # Flink CEP's window edge is exclusive (conformance/SEMANTICS.md point 1: last.ts - first.ts <
     # within, checked against Flink 2.3), so that match is out and the one from 14 at 12:20 is found.
     assert out.to_pylist() == [{"symbol": "ACME", "dropTime": ts(13, 0), "dropDiff": 13}]
-    wider = cc.sql(q_within.replace("'1' HOUR", "'61' MINUTE"), Ticker=data)
+    wider = sql_cep(q_within.replace("'1' HOUR", "'61' MINUTE"), Ticker=data)
     assert wider.to_pylist() == [{"symbol": "ACME", "dropTime": ts(13, 0), "dropDiff": 14}]
     # without the window the earlier, slower drop (20 -> 9 over 1 h 40 min) matches too
-    no_window = cc.sql("""SELECT * FROM Ticker MATCH_RECOGNIZE(PARTITION BY symbol ORDER BY rowtime
+    no_window = sql_cep("""SELECT * FROM Ticker MATCH_RECOGNIZE(PARTITION BY symbol ORDER BY rowtime
             MEASURES C.rowtime AS dropTime, A.price - C.price AS dropDiff AFTER MATCH SKIP PAST LAST ROW
             PATTERN (A B* C) DEFINE B AS B.price > A.price - 10, C AS C.price < A.price - 10)""", Ticker=data)
     assert no_window.to_pylist()[0] == {"symbol": "ACME", "dropTime": ts(11, 40), "dropDiff": 11}
@@ -114,11 +117,11 @@ def test_doc_output_mode():
             PATTERN (A+ B)
             DEFINE A AS LAST(A.price, 1) IS NULL OR A.price > LAST(A.price, 1),
                    B AS B.price < LAST(A.price))"""
-    out = cc.sql(q.format(skip="AFTER MATCH SKIP PAST LAST ROW"), Ticker=data)
+    out = sql_cep(q.format(skip="AFTER MATCH SKIP PAST LAST ROW"), Ticker=data)
     assert out.to_pylist() == [{"symbol": "XYZ", "startPrice": 10, "topPrice": 13, "lastPrice": 11}]
     # the docs leave out the AFTER MATCH clause: its default, SKIP TO NEXT ROW, keeps the runs that
     # started at 12 and 13 (Flink CEP's skipToNext prunes only runs of the match's first row)
-    out = cc.sql(q.format(skip=""), Ticker=data)
+    out = sql_cep(q.format(skip=""), Ticker=data)
     assert out.to_pylist() == [{"symbol": "XYZ", "startPrice": 10, "topPrice": 13, "lastPrice": 11},
                                {"symbol": "XYZ", "startPrice": 12, "topPrice": 13, "lastPrice": 11},
                                {"symbol": "XYZ", "startPrice": 13, "topPrice": 13, "lastPrice": 11}]
@@ -141,14 +144,14 @@ AFTER = """SELECT * FROM Ticker MATCH_RECOGNIZE(
 def test_doc_after_match_strategies(after, want):
     data = ticker([7, 9, 10, 5, 10, 7, 14], taxes=[1, 2, 1, 2, 2, 2, 2], symbol="XYZ",
                   t0=dt.datetime(2018, 9, 17, 10, 0, 1))
-    out = cc.sql(AFTER.format(after=after), Ticker=data).to_pylist()
+    out = sql_cep(AFTER.format(after=after), Ticker=data).to_pylist()
     sec = lambda t: t.second  # noqa: E731
     assert [(r["sumPrice"], sec(r["startTime"]), sec(r["endTime"])) for r in out] == want
 
 
 def test_doc_skip_to_first_of_the_first_variable_is_refused():
     with pytest.raises(SqlError, match=r"^AFTER MATCH SKIP: SKIP TO FIRST of the first variable"):
-        cc.sql(AFTER.format(after="AFTER MATCH SKIP TO FIRST A"), Ticker=ticker([1, 2]))
+        sql_cep(AFTER.format(after="AFTER MATCH SKIP TO FIRST A"), Ticker=ticker([1, 2]))
 
 
 # ----------------------------------------------------------------------------- clauses vs hand-written Patterns
@@ -283,7 +286,7 @@ def test_running_aggregates_and_first_match_hand_written():
              PATTERN (A{2,} B)
              DEFINE A AS AVG(A.price) >= FIRST(A.price) AND MAX(A.volume) < 1500 AND A.price >= 0.999 * MAX(A.price),
                     B AS B.price < 0.999 * MIN(A.price))"""
-    out = cc.sql(q, T=data)
+    out = sql_cep(q, T=data)
     c = col("price")
     n = cc.count(of="A", field="price")
     avg_incl = (cc.sum("price", of="A") + c) / (n + 1)
@@ -317,7 +320,7 @@ def test_all_rows_per_match_running_measures():
     """ALL ROWS PER MATCH: measures are RUNNING unless FINAL (SQL standard), checked row by row
     against a plain-Python computation over each match's rows up to the current one."""
     data = random_ticks(2500, seed=12)
-    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+    out = sql_cep("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
                      MEASURES CLASSIFIER() AS cls, MATCH_NUMBER() AS mn, A.price AS a_last, LAST(B.price, 1) AS b_prev,
                               FIRST(B.price) AS b_first, COUNT(B.price) AS nb, SUM(B.volume) AS vb, AVG(price) AS ap,
                               MIN(B.price) AS bmin, MAX(price) AS pmax, COUNT(*) AS n, FINAL COUNT(*) AS n_final,
@@ -356,7 +359,7 @@ def test_all_rows_per_match_running_measures():
 
 def test_prev_and_next_are_physical_offsets_in_the_partition():
     data = random_ticks(2000)
-    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+    out = sql_cep("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
                      MEASURES A.rowtime AS t, PREV(A.price) AS before, NEXT(A.price, 2) AS after2,
                               MATCH_NUMBER() AS n, CLASSIFIER() AS cls
                      AFTER MATCH SKIP PAST LAST ROW
@@ -391,7 +394,7 @@ def test_one_row_measures_against_the_match_rows():
              PATTERN (UP{3,}? DOWN)
              DEFINE UP AS LAST(UP.price, 1) IS NULL OR UP.price > LAST(UP.price, 1),
                     DOWN AS DOWN.price < LAST(UP.price, 2)) AS M"""
-    out = cc.sql(q, T=data)
+    out = sql_cep(q, T=data)
     assert out.column_names == ["symbol", "s", "cls", "cnt", "spread"]
     # DOWN's LAST(UP.price, 2) is the partition's row three before DOWN (a match is contiguous):
     # a lag column computed here by hand
@@ -423,7 +426,7 @@ def test_one_row_measures_against_the_match_rows():
 def test_aggregates_over_expressions_vwap():
     """SUM(A.price * A.volume) / SUM(A.volume): the expression becomes a column before matching."""
     data = random_ticks(3000, seed=8)
-    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+    out = sql_cep("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
                      MEASURES SUM(A.price * A.volume) / SUM(A.volume) AS vwap, LAST(B.price - 2 * B.volume) AS x,
                               COUNT(A.price) AS n
                      AFTER MATCH SKIP PAST LAST ROW
@@ -456,21 +459,21 @@ def test_inputs_pandas_polars_and_int_time():
             MEASURES AVG(A.price) AS avgPrice AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ B)
             DEFINE A AS AVG(A.price) < 15)"""
     want = [14.5, 13.5]
-    assert cc.sql(q, Ticker=t.to_pandas()).column("avgPrice").to_pylist() == want
-    assert cc.sql(q, Ticker=pl.from_arrow(t)).column("avgPrice").to_pylist() == want
+    assert sql_cep(q, Ticker=t.to_pandas()).column("avgPrice").to_pylist() == want
+    assert sql_cep(q, Ticker=pl.from_arrow(t)).column("avgPrice").to_pylist() == want
     ints = t.set_column(1, "rowtime", pa.array(np.arange(t.num_rows) * 1000, pa.int64()))
-    assert cc.sql(q, Ticker=ints).column("avgPrice").to_pylist() == want
+    assert sql_cep(q, Ticker=ints).column("avgPrice").to_pylist() == want
     # unsorted input and several partition columns
     two = pa.concat_tables([t, t.set_column(0, "symbol", pa.array(["B"] * t.num_rows))])
     two = two.append_column("venue", pa.array(["x"] * two.num_rows)).take(np.random.default_rng(1).permutation(two.num_rows))
-    out = cc.sql(q.replace("PARTITION BY symbol", "PARTITION BY symbol, venue"), Ticker=two)
+    out = sql_cep(q.replace("PARTITION BY symbol", "PARTITION BY symbol, venue"), Ticker=two)
     assert sorted(out.to_pylist(), key=lambda r: (r["symbol"], r["avgPrice"])) == [
         {"symbol": "ACME", "venue": "x", "avgPrice": 13.5}, {"symbol": "ACME", "venue": "x", "avgPrice": 14.5},
         {"symbol": "B", "venue": "x", "avgPrice": 13.5}, {"symbol": "B", "venue": "x", "avgPrice": 14.5}]
 
 
 def test_no_match_gives_an_empty_table_with_the_columns():
-    out = cc.sql("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
+    out = sql_cep("""SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
                     MEASURES A.price AS p, COUNT(*) AS n PATTERN (A B) DEFINE A AS price > 1000)""",
                  T=ticker([1, 2, 3]))
     assert out.num_rows == 0 and out.column_names == ["symbol", "p", "n"]
@@ -529,7 +532,7 @@ def test_no_match_gives_an_empty_table_with_the_columns():
 ])
 def test_errors(query, message):
     with pytest.raises(SqlError) as ei:
-        cc.sql(query, T=ticker([1, 2, 3]))
+        sql_cep(query, T=ticker([1, 2, 3]))
     assert message in str(ei.value), str(ei.value)
     assert isinstance(ei.value, cc.PatternError)
 
@@ -556,17 +559,17 @@ def test_spark_equals_in_process(partition, rows, pattern):
     spark = local_session(2)
     ticks = make_ticks(20_000 if partition else 3_000, symbols=10 if partition else 1, seed=4)
     q = SPARK_QUERY.format(partition=partition, rows=rows, pattern=pattern)
-    want = cc.sql(q, ticks=ticks)
+    want = sql_cep(q, ticks=ticks)
     df = spark.createDataFrame(ticks).repartition(3)
-    got = spark_sql(q, ticks=df)
+    got = spark_sql(q, ticks=df, semantics="cep")
     assert got.columns == want.column_names
     key = lambda r: tuple((v is None, v) for v in r.values())  # noqa: E731
     assert want.num_rows > 20
     assert sorted(got.toArrow().to_pylist(), key=key) == sorted(want.to_pylist(), key=key)
     # a temporary view works as well, and colcep.sql itself hands a Spark DataFrame to Spark
     df.createOrReplaceTempView("ticks")
-    assert spark_sql(q, spark).count() == want.num_rows
-    assert cc.sql(q, ticks=df).count() == want.num_rows
+    assert spark_sql(q, spark, semantics="cep").count() == want.num_rows
+    assert sql_cep(q, ticks=df).count() == want.num_rows
 
 
 # ----------------------------------------------------------------------------- alternation and PERMUTE, end to end
@@ -619,7 +622,7 @@ def test_alternation_and_permute_equal_hand_written_patterns(pattern, after, ski
             down().times(3).consecutive().greedy())),
     }[pattern].within("5s").skip(skip)
     small = ", SMALL AS SMALL.volume < 500" if "SMALL" in pattern else ""
-    got = _sql_matches(cc.sql(ALT_Q.format(pattern=pattern, after=after, small=small), T=data))
+    got = _sql_matches(sql_cep(ALT_Q.format(pattern=pattern, after=after, small=small), T=data))
     want = _hand_matches(data, hand)
     assert len(want) > 20 and got == want
 
@@ -631,12 +634,12 @@ def test_sql_alternation_prefers_the_match_completing_first():
     q = """SELECT * FROM T MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY rowtime
              MEASURES CLASSIFIER() AS cls, COUNT(*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
              PATTERN ({p}) DEFINE A AS price > 0)"""
-    assert cc.sql(q.format(p="A B C | A B"), T=t).column("n").to_pylist() == [2, 2]
-    assert cc.sql(q.format(p="A | B"), T=t).column("cls").to_pylist() == ["A"] * 5
-    assert cc.sql(q.format(p="B | A"), T=t).column("cls").to_pylist() == ["B"] * 5
+    assert sql_cep(q.format(p="A B C | A B"), T=t).column("n").to_pylist() == [2, 2]
+    assert sql_cep(q.format(p="A | B"), T=t).column("cls").to_pylist() == ["A"] * 5
+    assert sql_cep(q.format(p="B | A"), T=t).column("cls").to_pylist() == ["B"] * 5
     # PERMUTE(B, A) is (B A | A B): on rows both fit, B A (listed first) is preferred, as in SQL
-    assert cc.sql(q.format(p="PERMUTE(B, A)"), T=t).column("cls").to_pylist() == ["A", "A"]
-    assert cc.sql(q.format(p="PERMUTE(A, B)"), T=t).column("cls").to_pylist() == ["B", "B"]
+    assert sql_cep(q.format(p="PERMUTE(B, A)"), T=t).column("cls").to_pylist() == ["A", "A"]
+    assert sql_cep(q.format(p="PERMUTE(A, B)"), T=t).column("cls").to_pylist() == ["B", "B"]
 
 
 @pytest.mark.parametrize("depth", [50, 400, 5000])
@@ -647,16 +650,16 @@ def test_deep_nesting_is_a_sql_error_naming_the_clause(depth):
     q = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES A.price AS p ONE ROW PER MATCH "
          f"PATTERN (A B) DEFINE A AS {cond}, B AS B.price > 0)")
     with pytest.raises(SqlError, match=rf"^DEFINE A: the expression nests {depth} parentheses deep"):
-        cc.sql(q, T=ticker([1, 2, 3]))
+        sql_cep(q, T=ticker([1, 2, 3]))
     m = "(" * depth + "A.price" + ")" * depth
     q2 = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES " + m + " AS p ONE ROW PER MATCH "
           "PATTERN (A B) DEFINE B AS B.price > 0)")
     with pytest.raises(SqlError, match=r"^MEASURES: the expression nests"):
-        cc.sql(q2, T=ticker([1, 2, 3]))
+        sql_cep(q2, T=ticker([1, 2, 3]))
 
 
 def test_moderate_nesting_still_runs():
     cond = "(" * 20 + "A.price > 1" + ")" * 20
     q = ("SELECT * FROM T MATCH_RECOGNIZE (ORDER BY rowtime MEASURES A.price AS p ONE ROW PER MATCH "
          f"PATTERN (A) DEFINE A AS {cond})")
-    assert cc.sql(q, T=ticker([1, 2, 3])).column("p").to_pylist() == [2, 3]
+    assert sql_cep(q, T=ticker([1, 2, 3])).column("p").to_pylist() == [2, 3]

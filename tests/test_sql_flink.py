@@ -4,6 +4,7 @@ probes of single rules, with the rows Flink gave or the error it raised, see ``f
 gives Flink's rows, or a SqlError where Flink refused the query or failed the job; the Spark
 path gives the in-process result."""
 import collections
+import functools
 import re
 
 import pyarrow as pa
@@ -13,6 +14,8 @@ import colcep as cc
 from colcep.lang.sql import SqlError
 from flinksql import (check, compare, engine_matches, flink_error, load, outcome, reference_matches, table,
                       tie_sensitive)
+
+sql_cep = functools.partial(cc.sql, semantics="cep")  # colcep.sql's CEP-style mode (the default is "standard")
 
 CASES = load()
 # colcep's one deliberate divergence (conformance/SEMANTICS.md point 15): where matches held back
@@ -74,7 +77,7 @@ def test_cep_semantics_give_flink_rows_wherever_flink_runs_the_query():
             and "PREV(" not in c["sql"] and not skips_to_the_first_row(c["sql"]) and c["id"] not in TIES]
     assert len(same) > 200
     for c in same:
-        assert compare(c, cc.sql(c["sql"], t=table(c)).to_pylist()) is None, c["sql"]
+        assert compare(c, sql_cep(c["sql"], t=table(c)).to_pylist()) is None, c["sql"]
 
 
 def test_flink_refusals_name_the_clause():
@@ -102,11 +105,11 @@ def test_flink_refusals_name_the_clause():
         kw = dict(m="A.id AS a", rows="", p="A B", d="") | parts
         q = base.format(**kw)
         with pytest.raises(SqlError, match="^" + re.escape(message)):
-            cc.sql(q, semantics="flink", t=t)
+            sql_cep(q, semantics="flink", t=t)
         if parts.get("p") not in ("A B?? C", "A+ B? C", "A+ B?? C{,2}"):
-            cc.sql(q, t=t)         # colcep's own semantics run it (these two rules are colcep's as well)
-    with pytest.raises(ValueError, match="semantics must be one of 'cep', 'flink'"):
-        cc.sql(base.format(m="A.id AS a", rows="", p="A B", d=""), semantics="oracle", t=t)
+            sql_cep(q, t=t)         # colcep's own semantics run it (these two rules are colcep's as well)
+    with pytest.raises(ValueError, match="semantics must be one of 'standard', 'cep', 'flink'"):
+        sql_cep(base.format(m="A.id AS a", rows="", p="A B", d=""), semantics="oracle", t=t)
 
 
 @pytest.mark.parametrize("semantics", ["cep", "flink"])
@@ -116,7 +119,7 @@ def test_match_rowtime_and_proctime(semantics):
     q = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES MATCH_ROWTIME() AS r, "
          "LAST(B.ts) AS b, MATCH_PROCTIME() AS p PATTERN (A B) DEFINE A AS A.price > 8, B AS MATCH_ROWTIME() > A.ts)")
     before = dt.datetime.now(dt.timezone.utc)
-    out = cc.sql(q, semantics=semantics, t=t)
+    out = sql_cep(q, semantics=semantics, t=t)
     after = dt.datetime.now(dt.timezone.utc)
     assert out.num_rows > 3
     assert out.column("r").to_pylist() == out.column("b").to_pylist()
@@ -131,12 +134,12 @@ def test_a_skip_flink_fails_on_is_a_sql_error_only_when_a_match_hits_it():
          "C AS C.price < 6)")
     with pytest.raises(SqlError, match=r"^AFTER MATCH SKIP TO FIRST B: a match has no row of B .*Flink fails the "
                                        r"job here \('Could not skip to B"):
-        cc.sql(q.format(target="B", lo=8), semantics="flink", t=t)     # A 9, C 4: no B in the match
+        sql_cep(q.format(target="B", lo=8), semantics="flink", t=t)     # A 9, C 4: no B in the match
     with pytest.raises(SqlError, match=r"^AFTER MATCH SKIP TO FIRST A: the target is the first row of a match"):
-        cc.sql(q.format(target="A", lo=8), semantics="flink", t=t)
-    assert cc.sql(q.format(target="A", lo=100), semantics="flink", t=t).num_rows == 0   # no match, no failure
+        sql_cep(q.format(target="A", lo=8), semantics="flink", t=t)
+    assert sql_cep(q.format(target="A", lo=100), semantics="flink", t=t).num_rows == 0   # no match, no failure
     # colcep's own semantics do not skip where the target has no row
-    assert cc.sql(q.format(target="B", lo=8), t=t).to_pylist() == [{"sym": "X", "b": None}]
+    assert sql_cep(q.format(target="B", lo=8), t=t).to_pylist() == [{"sym": "X", "b": None}]
 
 
 @pytest.mark.spark
@@ -165,13 +168,13 @@ def test_measures_case_null_branches_and_integer_division_by_zero():
                   "d": pa.array([2, 0, 3], pa.int32())})
     q = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES {m} AS x "
          "AFTER MATCH SKIP PAST LAST ROW PATTERN (A) DEFINE A AS A.id > 0)")
-    got = cc.sql(q.format(m="CASE WHEN A.d > 2 THEN A.id * 1.5 ELSE NULL END"), semantics="flink", t=t)
+    got = sql_cep(q.format(m="CASE WHEN A.d > 2 THEN A.id * 1.5 ELSE NULL END"), semantics="flink", t=t)
     assert got.column("x").to_pylist() == [None, None, 4.5]
-    assert cc.sql(q.format(m="A.id / A.d"), t=t).column("x").to_pylist() == [0.5, float("inf"), 1.0]
+    assert sql_cep(q.format(m="A.id / A.d"), t=t).column("x").to_pylist() == [0.5, float("inf"), 1.0]
     with pytest.raises(SqlError, match=r"^MEASURES x: an integer division by zero \(Flink fails the job"):
-        cc.sql(q.format(m="A.id / A.d"), semantics="flink", t=t)
+        sql_cep(q.format(m="A.id / A.d"), semantics="flink", t=t)
     with pytest.raises(SqlError, match=r"^MEASURES x: an integer MOD by zero"):
-        cc.sql(q.format(m="MOD(A.id, A.d)"), semantics="flink", t=t)
+        sql_cep(q.format(m="MOD(A.id, A.d)"), semantics="flink", t=t)
 
 
 @pytest.mark.parametrize("semantics", ["cep", "flink"])
@@ -187,7 +190,7 @@ def test_aggregates_skip_nulls(semantics):
              (3, "AVG(A.v) = 4 OR AVG(A.v) IS NULL", [[4.0, 4.0, 1, 3]]),   # 4 / 1 value, not / 3 rows
              (5, "SUM(A.v) IS NULL OR SUM(A.v) > 0", [[12.0, 6.0, 2, 5]])]
     for k, cond, want in cases:
-        out = cc.sql(q.format(k=k, cond=cond), semantics=semantics, t=t).to_pylist()
+        out = sql_cep(q.format(k=k, cond=cond), semantics=semantics, t=t).to_pylist()
         assert [[r["s"], r["a"], r["n"], r["rows_"]] for r in out] == want, cond
 
 
@@ -208,7 +211,7 @@ def test_nulls_follow_three_valued_logic(semantics):
     for cond, want in rows.items():
         q = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES A.id AS a "
              f"AFTER MATCH SKIP PAST LAST ROW PATTERN (A) DEFINE A AS {cond})")
-        assert cc.sql(q, semantics=semantics, t=t).column("a").to_pylist() == want, cond
+        assert sql_cep(q, semantics=semantics, t=t).column("a").to_pylist() == want, cond
 
 
 def test_edges_int64_extremes_nan_and_a_colliding_helper_name():
@@ -222,8 +225,8 @@ def test_edges_int64_extremes_nan_and_a_colliding_helper_name():
          "SUM(B.v * 2) AS s2, SUM(A.f) AS s AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) "
          "DEFINE B AS LAST(A.v) IS NULL OR B.v < A.v)")
     for semantics in ("cep", "flink"):
-        rows = cc.sql(q, semantics=semantics, t=t).to_pylist()
+        rows = sql_cep(q, semantics=semantics, t=t).to_pylist()
         assert [(r["fv"], r["s2"]) for r in rows] == [(None, float(-big * 2))]
         assert rows[0]["d"] == pytest.approx(-big / 3, rel=1e-15) and rows[0]["s"] != rows[0]["s"]   # NaN
     with pytest.raises(SqlError, match=r"^FROM: the input has a column '__colcep_filled_v'"):
-        cc.sql(q, semantics="flink", t=t.append_column("__colcep_filled_v", pa.array([1, 2, 3, 4])))
+        sql_cep(q, semantics="flink", t=t.append_column("__colcep_filled_v", pa.array([1, 2, 3, 4])))

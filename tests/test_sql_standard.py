@@ -266,5 +266,43 @@ def test_the_kernel_stops_on_its_flag():
                              prog.w_lo, prog.w_hi, np.array([0.0]), prog.in_set, prog.last_n, prog.last_off,
                              prog.first_n, prog.first_off, prog.cnt_off, prog.lab_off, prog.agg_set, prog.agg_col,
                              prog.agg_off, prog.width, prog.dedup, np.zeros(1), cols, np.array([0, 100]),
-                             prog.skip_kind, prog.skip_set, 1000, np.ones(1, np.int8))
+                             prog.skip_kind, prog.skip_set, np.full((1, 100), 2, np.int8), np.ones(100, bool), 1000,
+                             np.ones(1, np.int8))
     assert res[7] == K.ERR_STOPPED and res[6] == 0
+
+
+def test_within_is_flinks_extension():
+    with pytest.raises(StdError, match="semantics='cep'"):
+        std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A B) WITHIN INTERVAL '1' SECOND "
+            "DEFINE B AS value > 1)", t=_ticks())
+
+
+# ------------------------------------------------------------------------------ on Spark
+SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
+    {partition} ORDER BY ts, id
+    MEASURES FIRST(UP.ts) AS start_ts, FINAL LAST(UP.price) AS top, COUNT(UP.price) AS ups, CLASSIFIER() AS cls,
+             MATCH_NUMBER() AS n, PREV(UP.price) AS before_top
+    {rows} AFTER MATCH SKIP {skip}
+    PATTERN ({pattern})
+    DEFINE UP AS UP.price > PREV(UP.price), DOWN AS DOWN.price < 0.9995 * LAST(UP.price))"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("partition, rows, skip, pattern", [
+    ("PARTITION BY name", "ONE ROW PER MATCH", "PAST LAST ROW", "UP{2,} DOWN"),
+    ("PARTITION BY name", "ALL ROWS PER MATCH", "TO NEXT ROW", "UP+? (DOWN | UP){2} $"),
+    ("", "ALL ROWS PER MATCH WITH UNMATCHED ROWS", "PAST LAST ROW", "UP{2,} DOWN*")])
+def test_spark_equals_in_process(partition, rows, skip, pattern):
+    from colcep.spark import local_session
+    from colcep.spark.sql import sql as spark_sql
+    from colcep.ticks import make_ticks
+
+    spark = local_session(2)
+    ticks = make_ticks(20_000 if partition else 2_000, symbols=10 if partition else 1, seed=4)
+    q = SPARK_QUERY.format(partition=partition, rows=rows, skip=skip, pattern=pattern)
+    want = std(q, ticks=ticks)
+    got = spark_sql(q, ticks=spark.createDataFrame(ticks).repartition(3), semantics="standard")
+    assert got.columns == want.column_names
+    key = lambda r: tuple((v is None, v) for v in r.values())  # noqa: E731
+    assert want.num_rows > 20
+    assert sorted(got.toArrow().to_pylist(), key=key) == sorted(want.to_pylist(), key=key)

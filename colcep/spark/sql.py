@@ -21,10 +21,26 @@ from typing import Any
 import pyarrow as pa
 
 from colcep.lang.sql.query import _analyse
-from colcep.lang.sql.run import run as _sql
+from colcep.lang.sql.run import run as _run_cep
 
 
-def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "cep", **tables: Any):
+def _sql(query: str, time_unit: str, semantics: str, **tables: Any) -> pa.Table:
+    if semantics == "standard":
+        from colcep.lang.sql.standard.run import run as run_standard
+        return run_standard(query, tables)
+    return _run_cep(query, time_unit=time_unit, semantics=semantics, **tables)
+
+
+def _table_and_partition(query: str, semantics: str) -> tuple[str, list[str]]:
+    if semantics == "standard":
+        from colcep.lang.sql.standard.syntax import parse
+        q = parse(query)
+        return q.table, q.partition
+    q = _analyse(query, None, semantics)
+    return q.table, q.partition
+
+
+def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "standard", **tables: Any):
     """Run a MATCH_RECOGNIZE query on Spark; returns a Spark DataFrame. ``tables`` maps the
     query's table name to a DataFrame; a name not given is read with ``spark.table(name)``
     (a temporary view or catalog table)."""
@@ -33,25 +49,25 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "
 
     from colcep.spark.batch import _to_arrow
 
-    q = _analyse(query, None, semantics)
-    if q.table in tables:
-        df = tables[q.table]
+    table, partition = _table_and_partition(query, semantics)
+    if table in tables:
+        df = tables[table]
         spark = spark or df.sparkSession
     else:
         spark = spark or SparkSession.getActiveSession()
         if spark is None:
-            raise ValueError(f"no DataFrame for table {q.table!r} and no Spark session to read it from")
-        df = spark.table(q.table)
+            raise ValueError(f"no DataFrame for table {table!r} and no Spark session to read it from")
+        df = spark.table(table)
     in_schema = _to_arrow(spark, df.schema)
     # the output schema: the query over no rows (also checks the query before Spark runs it)
-    out_schema = _sql(query, time_unit=time_unit, semantics=semantics, **{q.table: in_schema.empty_table()}).schema
+    out_schema = _sql(query, time_unit=time_unit, semantics=semantics, **{table: in_schema.empty_table()}).schema
     out_schema = pa.schema([f.with_type(pa.float64()) if pa.types.is_null(f.type) else f for f in out_schema])
     spark_schema = from_arrow_schema(out_schema)
-    run = _Run(query, q.table, time_unit, semantics, out_schema)
-    if q.partition:
+    run = _Run(query, table, time_unit, semantics, out_schema)
+    if partition:
         def run_group(tbl: pa.Table) -> pa.Table:   # type hints: how pyspark picks the Arrow table API
             return run(tbl)
-        return df.groupBy(*q.partition).applyInArrow(run_group, spark_schema)
+        return df.groupBy(*partition).applyInArrow(run_group, spark_schema)
     return df.repartition(1).mapInArrow(run.batches, spark_schema)
 
 

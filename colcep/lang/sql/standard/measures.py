@@ -24,7 +24,8 @@ from colcep.lang.sql.standard.syntax import StdError, _call, _ident, _is_call, _
 @dataclass
 class Matches:
     """What the kernel found, over the input in partition-then-ORDER-BY order."""
-    table: pa.Table               # the sorted input
+    table: pa.Table               # the input
+    perm: np.ndarray              # its rows in partition-then-ORDER-BY order (row numbers below are positions here)
     names: dict[str, str]         # lower-case column name -> the table's
     variables: list[str]
     subsets: dict[str, set]
@@ -102,7 +103,7 @@ class Frame:
                            f"{', '.join(self.mt.table.column_names)})")
         col = self.mt.table.column(name)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        return col.take(pa.array(rows, mask=rows < 0))
+        return col.take(pa.array(self.mt.perm[np.maximum(rows, 0)], mask=rows < 0))
 
     # -- values ----------------------------------------------------------------------------
     def ev(self, node, final: bool, at: np.ndarray | None = None):  # noqa: C901 - one dispatch
@@ -320,6 +321,6 @@ def _offset(args, k: int, default: int) -> int:
 def rowwise(node, table: pa.Table, names: dict[str, str]) -> pa.Array:
     """A one-row expression over every row of ``table`` (a DEFINE derived column)."""
     n = table.num_rows
-    mt = Matches(table, names, [], {}, *[np.zeros(0, np.int64)] * 7)
+    mt = Matches(table, np.arange(n, dtype=np.int64), names, [], {}, *[np.zeros(0, np.int64)] * 7)
     f = Frame(mt, np.zeros(n, np.int64), np.zeros(n, np.int64), False)
     return f._full(f.ev(node, True, np.arange(n, dtype=np.int64)))

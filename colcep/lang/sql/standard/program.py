@@ -22,7 +22,7 @@ import numpy as np
 from sqlglot import exp
 
 from colcep.kernels import rowpattern as K
-from colcep.lang.sql.standard.syntax import (CONSUME, Query, StdError, _call, _ident, _is_call, _table_var,
+from colcep.lang.sql.standard.syntax import (CONSUME, JMP, MATCH, SPLIT, Query, StdError, _call, _ident, _is_call, _table_var,
                                              compile_pattern)
 
 _ARITH = {exp.Add: K.A_ADD, exp.Sub: K.A_SUB, exp.Mul: K.A_MUL, exp.Div: K.A_DIV, exp.Mod: K.A_MOD}
@@ -113,6 +113,9 @@ class Program:
     columns: Columns
     skip_kind: int
     skip_set: int
+    free: np.ndarray              # per variable: its condition is the same for every thread
+    first: np.ndarray             # per variable: a match's first row may take it
+    empty: bool                   # the pattern matches the empty sequence
 
 
 class _Compiler:
@@ -126,6 +129,8 @@ class _Compiler:
         self.code: list = []                        # every condition's code (jumps are absolute)
         self.walks: list[tuple] = []                # walked aggregates: (function, set, a_lo, a_hi, b_hi)
         self.dedup = True
+        self.dependent = 0                          # thread-dependent reads emitted so far
+        self.current = ""                           # the variable whose condition is compiled
 
     # -- registers ---------------------------------------------------------------------
     def set_of(self, var: str | None) -> int:
@@ -154,11 +159,17 @@ class _Compiler:
         return len(self.consts) - 1
 
     # -- code ----------------------------------------------------------------------------
-    def condition(self, node) -> tuple[int, int, int, int]:
-        """Compile one condition; its slices of ``code`` and of ``walks``."""
-        lo, w_lo = len(self.code), len(self.walks)
+    def members(self, var: str) -> set[str]:
+        return set(self.q.subsets.get(var, {var}))
+
+    def condition(self, var: str, node) -> tuple[int, int, int, int, bool]:
+        """Compile ``var``'s condition: its slices of ``code`` and of ``walks``, and whether it
+        reads only rows at fixed offsets from the current one (then it is the same for every
+        thread, and evaluated for all rows at once)."""
+        lo, w_lo, dep = len(self.code), len(self.walks), self.dependent
+        self.current = var
         self.val(node, self.code, None)
-        return lo, len(self.code), w_lo, len(self.walks)
+        return lo, len(self.code), w_lo, len(self.walks), self.dependent == dep
 
     def val(self, node, out: list, rowgen) -> str:  # noqa: C901 - one dispatch over node types
         """Emit code leaving ``node``'s value on the stack; returns its kind. ``rowgen`` emits the
@@ -309,6 +320,10 @@ class _Compiler:
 
     def row_of(self, var: str | None, fn: str, n: int, out: list) -> None:
         """Emit the row of ``FIRST / LAST(var, n)`` (-1 when there is none)."""
+        if fn == "LAST" and n == 0 and (var is None or self.current in self.members(var)):
+            out.append(K.OP_ROW_CUR)          # the last row of a set holding the current row's variable
+            return
+        self.dependent += 1
         if var is None:
             out += [K.OP_ROW_UFIRST if fn == "FIRST" else K.OP_ROW_ULAST, n]
             return
@@ -333,6 +348,7 @@ class _Compiler:
         if final:
             raise StdError("DEFINE: FINAL semantics is not supported in DEFINE (conditions see the match so far)")
         if name == "MATCH_NUMBER":
+            self.dependent += 1
             out.append(K.OP_MATCHNO)
             return "int"
         if name == "CLASSIFIER":
@@ -341,12 +357,14 @@ class _Compiler:
                 rowgen(out)
                 out.append(K.OP_LABELAT)
                 self.dedup = False
+                self.dependent += 1
             elif var is None:
                 out.append(K.OP_LABCUR)
             else:
                 s = self.set_of(var)
                 self.needs(s, "lab")
                 out += [K.OP_LABREG, s]
+                self.dependent += 1
             return "str"
         if name in ("PREV", "NEXT"):
             if rowgen is not None:
@@ -386,6 +404,7 @@ class _Compiler:
         var = ref_var(exp.Tuple(expressions=[a.copy() for a in args]))
         s = self.set_of(var)
         self.dedup = False
+        self.dependent += 1
         head = len(out)
         out += [K.OP_AGGW, len(self.walks), -1]     # the value, then the argument code it skips
         a_lo = len(out)
@@ -428,6 +447,7 @@ class _Compiler:
             s = self.set_of(var)
             self.needs(s, "cnt")
             out += [K.OP_CNT, s]
+            self.dependent += 1
             return "int"
         if len(args) != 1:
             raise StdError(f"DEFINE: {name} takes one argument")
@@ -450,6 +470,7 @@ class _Compiler:
         if g not in self.groups:
             self.groups.append(g)
         out += [K.OP_AGG, _AGGS[name], self.groups.index(g)]
+        self.dependent += 1
         return "int" if name == "COUNT" or (name in ("SUM", "MIN", "MAX") and kind == "int") else "float"
 
 
@@ -468,11 +489,12 @@ def compile_program(q: Query, kinds: dict[str, str]) -> Program:
     c_hi = np.zeros(len(c.variables), np.int64)
     w_lo = np.zeros(len(c.variables), np.int64)
     w_hi = np.zeros(len(c.variables), np.int64)
+    free = np.ones(len(c.variables), bool)           # thread-free conditions (no condition: true)
     for var, node in q.define.items():
         if var not in var_index:
             raise StdError(f"DEFINE: {var!r} is not a pattern variable ({', '.join(c.variables)})")
         v = var_index[var]
-        c_lo[v], c_hi[v], w_lo[v], w_hi[v] = c.condition(node)
+        c_lo[v], c_hi[v], w_lo[v], w_hi[v], free[v] = c.condition(var, node)
     skip_kind, skip_set = K.SKIP_PAST, 0
     if q.skip[0] == "next":
         skip_kind = K.SKIP_NEXT
@@ -509,4 +531,29 @@ def compile_program(q: Query, kinds: dict[str, str]) -> Program:
                    np.array(c.walks, np.int64).reshape(-1, 5), w_lo, w_hi, c.consts,
                    [m for _, m in c.sets], in_set, arrays["last_n"], arrays["last_off"], arrays["first_n"],
                    arrays["first_off"], cnt_off, lab_off, np.array([g[0] for g in c.groups], np.int64),
-                   np.array([g[1] for g in c.groups], np.int64), agg_off, off, c.dedup, cols, skip_kind, skip_set)
+                   np.array([g[1] for g in c.groups], np.int64), agg_off, off, c.dedup, cols, skip_kind, skip_set,
+                   free, *_first_consumes(ins, var_index))
+
+
+def _first_consumes(ins, var_index) -> tuple[np.ndarray, bool]:
+    """The variables a match's first row can take, and whether the pattern matches the empty
+    sequence (anchors taken as passing: a superset)."""
+    first = np.zeros(len(var_index), bool)
+    seen, todo, empty = set(), [0], False
+    while todo:
+        pc = todo.pop()
+        if pc in seen:
+            continue
+        seen.add(pc)
+        i = ins[pc]
+        if i.op == CONSUME:
+            first[var_index[i.var]] = True
+        elif i.op == MATCH:
+            empty = True
+        elif i.op == SPLIT:
+            todo += [i.x, i.y]
+        elif i.op == JMP:
+            todo.append(i.x)
+        else:
+            todo.append(pc + 1)
+    return first, empty

@@ -13,6 +13,7 @@ from colcep.engine.inputs import as_table
 from colcep.engine.interrupt import call, new_stop_flag
 from colcep.errors import CapacityError
 from colcep.kernels import rowpattern as K
+from colcep.kernels.arrays import group_by_key
 from colcep.lang.sql.standard.measures import Frame, Matches, rowwise
 from colcep.lang.sql.standard.program import Program, compile_program
 from colcep.lang.sql.standard.syntax import Query, StdError, parse
@@ -66,38 +67,90 @@ def run_table(q: Query, tbl: pa.Table) -> pa.Table:
     order = [(_column(names, c, "ORDER BY"), desc) for c, desc in q.order]
     kinds = {c.lower(): _kind(tbl.schema.field(c).type) for c in tbl.column_names}
     prog = compile_program(q, kinds)
-    # rows by partition, then ORDER BY (stable: input order breaks ties)
-    keys = [(c, "ascending") for c in part] + [(c, "descending" if d else "ascending") for c, d in order]
-    work = tbl.take(pc.sort_indices(tbl, sort_keys=keys)) if keys and tbl.num_rows else tbl
-    n = work.num_rows
-    change = np.zeros(max(n - 1, 0), bool)
-    for c in part:
-        col = work.column(c).combine_chunks() if n else work.column(c)
-        codes = pc.fill_null(pc.dictionary_encode(col).indices, -1).to_numpy(zero_copy_only=False) if n else \
-            np.zeros(0, np.int64)
-        change |= codes[1:] != codes[:-1]
-    bounds = np.r_[0, np.flatnonzero(change) + 1, n].astype(np.int64) if n else np.zeros(1, np.int64)
-    cols, var_code, consts = _encode(prog, work, names)
+    n = tbl.num_rows
+    perm, bounds = _order(tbl, part, order)
+    work = tbl
+    cols, var_code, consts = _encode(prog, work, names, perm)
     stop = new_stop_flag()
+    masks = call(K.row_masks, prog.code, prog.c_lo, prog.c_hi, prog.free, consts, var_code, cols, bounds, stop,
+                 stop=stop)
+    if stop[0]:
+        raise KeyboardInterrupt
+    starts = np.ones(n, bool) if prog.empty else (masks[prog.first] != 0).any(axis=0)
     res = call(K.match_partitions, prog.op, prog.arg, prog.x, prog.y, prog.c_lo, prog.c_hi, prog.code, prog.walks,
                prog.w_lo, prog.w_hi, consts,
                prog.in_set, prog.last_n, prog.last_off, prog.first_n, prog.first_off, prog.cnt_off, prog.lab_off,
                prog.agg_set, prog.agg_col, prog.agg_off, prog.width, prog.dedup, var_code, cols, bounds,
-               prog.skip_kind, prog.skip_set, MAX_THREADS, stop, stop=stop)
+               prog.skip_kind, prog.skip_set, masks, starts, MAX_THREADS, stop, stop=stop)
     m_part, m_start, m_end, m_number, m_lab, lab_pc, n_m, err, err_row = res  # noqa: F841 - lab_pc cut below
-    _raise(int(err), int(err_row), q, work, order)
+    _raise(int(err), int(perm[err_row]) if err_row >= 0 else -1, q, work, order)
     m_part, m_start, m_end, m_number, m_lab = (a[:n_m] for a in (m_part, m_start, m_end, m_number, m_lab))
     n_lab = int((m_end - m_start).sum())
     lab_pc = lab_pc[:n_lab]
-    mt = Matches(work, names, prog.variables, q.subsets, m_start, m_end, m_number, m_lab, prog.arg[lab_pc],
+    mt = Matches(work, perm, names, prog.variables, q.subsets, m_start, m_end, m_number, m_lab, prog.arg[lab_pc],
                  bounds[m_part], bounds[m_part + 1])
     return _output(q, prog, mt, part, [c for c, _ in order], prog.excluded[lab_pc], bounds)
 
 
-def _encode(prog: Program, work: pa.Table, names: dict[str, str]):
-    """The columns DEFINE reads as float64 rows (strings as codes of one sorted dictionary that
-    also holds the query's string literals and the variables' names), the variables' codes and
-    the constants."""
+def _codes(tbl: pa.Table, part: list[str]) -> tuple[np.ndarray, int]:
+    """Per row its partition's number (partitions numbered in order of first appearance; NULL is
+    a partition), and how many there are."""
+    n = tbl.num_rows
+    codes, count = np.zeros(n, np.int64), 1 if n else 0
+    for j, c in enumerate(part):
+        col = tbl.column(c).combine_chunks()
+        enc = pc.dictionary_encode(col.dictionary_decode() if pa.types.is_dictionary(col.type) else col)
+        k = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+        if j == 0:                                  # codes in order of first appearance already
+            codes, count = k, len(enc.dictionary) + (1 if col.null_count else 0)
+            continue
+        both = codes * (len(enc.dictionary) + 1) + k
+        uniq, first, codes = np.unique(both, return_index=True, return_inverse=True)
+        rank = np.empty(len(uniq), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+        codes, count = rank[codes.ravel()], len(uniq)
+    return codes, count
+
+
+def _ordered(tbl: pa.Table, order: list[tuple[str, bool]]) -> bool:
+    """Are the rows already in ORDER BY order (numbers or times, no NULLs)? Then a stable
+    grouping by partition orders them, in linear time."""
+    if not order or not tbl.num_rows:
+        return True
+    tie = np.ones(tbl.num_rows - 1, bool)         # rows equal on the columns so far
+    for c, desc in order:
+        col = tbl.column(c)
+        if col.null_count or _kind(col.type) not in ("int", "float", "time"):
+            return False
+        x = pc.cast(col, pa.int64()) if _kind(col.type) == "time" else col
+        x = x.to_numpy()
+        step = (x[:-1] >= x[1:]) if desc else (x[:-1] <= x[1:])
+        if not step[tie].all():
+            return False
+        tie &= x[:-1] == x[1:]
+        if not tie.any():
+            break
+    return True
+
+
+def _order(tbl: pa.Table, part: list[str], order: list[tuple[str, bool]]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows in partition-then-ORDER-BY order (``perm``: sorted position -> row; ties keep
+    input order) and the partitions' bounds in it."""
+    codes, count = _codes(tbl, part)
+    if _ordered(tbl, order):
+        perm, bounds = group_by_key(codes, count)
+        return perm, bounds
+    keyed = pa.table({"__p": codes, **{c: tbl.column(c) for c, _ in order}})
+    perm = pc.sort_indices(keyed, sort_keys=[("__p", "ascending")] + [
+        (c, "descending" if d else "ascending") for c, d in order]).to_numpy()
+    bounds = np.searchsorted(codes[perm], np.arange(count + 1)).astype(np.int64)
+    return perm, bounds
+
+
+def _encode(prog: Program, work: pa.Table, names: dict[str, str], perm: np.ndarray):
+    """The columns DEFINE reads as float64 rows in ``perm`` order (strings as codes of one sorted
+    dictionary that also holds the query's string literals and the variables' names), the
+    variables' codes and the constants."""
     arrays = {}
     for name in prog.columns.used:
         if name in prog.columns.derived:
@@ -131,7 +184,7 @@ def _encode(prog: Program, work: pa.Table, names: dict[str, str]):
                 raise StdError(f"DEFINE: column {name!r} holds integers beyond 2**53, which conditions would "
                                "compare inexactly")
         x = pc.cast(v, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-        cols[k] = x
+        cols[k] = x[perm]
     code_of = {s: float(i) for i, s in enumerate(dictionary)}
     consts = np.array([code_of[c] if isinstance(c, str) else float(c) for c in prog.consts] or [0.0])
     var_code = np.array([code_of[v] for v in prog.variables], np.float64)
@@ -160,6 +213,7 @@ def _output(q: Query, prog: Program, mt: Matches, part: list[str], order: list[s
     """The output rows (Trino's layout: partition columns, for ALL ROWS the ORDER BY columns,
     the measures, then for ALL ROWS the other columns) and the SELECT list over them."""
     work = mt.table
+    perm = mt.perm
     nm = len(mt.start)
     length = mt.end - mt.start
     if q.rows == "one":
@@ -189,7 +243,7 @@ def _output(q: Query, prog: Program, mt: Matches, part: list[str], order: list[s
     by = np.lexsort((key[1], key[0]))           # rows are sorted by partition: the start orders them
     m, k, rows = m[by].astype(np.int64), k[by].astype(np.int64), rows[by].astype(np.int64)
     frame = Frame(mt, m, k, running=q.rows != "one")
-    take = pa.array(rows)
+    take = pa.array(perm[rows])
     names, arrays = [], []
     for c in part + (order if q.rows != "one" else []):     # an ORDER BY column listed twice comes out twice
         names.append(c)

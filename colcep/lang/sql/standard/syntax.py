@@ -152,6 +152,9 @@ def _parse(query: str) -> Query:
             name, members = s.split("=", 1)
             q.subsets[_ident(name.strip())] = {_ident(x) for x in _split_top(members.strip()[1:-1])}
     text = parts["PATTERN"][1].strip()
+    if re.search(r"\)\s*WITHIN\b", text, re.I):
+        raise StdError("PATTERN: WITHIN is Flink's extension, not the standard's; run the query with "
+                       "semantics='cep' or 'flink'")
     q.pattern = PatternParser(text[1:-1]).parse()
     q.variables = sorted(_pattern_vars(q.pattern))
     if "DEFINE" in parts:
