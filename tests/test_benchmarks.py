@@ -30,7 +30,7 @@ import yardstick  # noqa: E402
 
 PREFIXES = ("time_", "peakmem_", "track_", "mem_")
 #: modules that do not read COLCEP_BENCH_QUICK: module constants shrunk for the smoke run
-SHRINK = {"bench_windows": {"EVENTS": 10_000}}
+SHRINK = {"bench_windows": {"EVENTS": 10_000}, "bench_sql": {"EVENTS": 10_000}}
 
 
 def _modules():
