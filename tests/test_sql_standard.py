@@ -74,6 +74,24 @@ def test_the_corpus_covers_the_standards_features():
         assert feats[f] >= 1, f
 
 
+def test_oracles_documented_v_shape():
+    """Oracle's Data Warehousing Guide, "SQL for Pattern Matching", Example 1 (the ticker table of
+    its tutorial, ACME's April 2011 prices): three V shapes, each starting where the last ended."""
+    prices = [12, 17, 19, 21, 25, 12, 15, 20, 24, 25, 19, 15, 25, 25, 14, 12, 14, 24, 23, 22]
+    t = pa.table({"symbol": ["ACME"] * 20, "tstamp": [f"2011-04-{d:02d}" for d in range(1, 21)], "price": prices})
+    out = std("""SELECT * FROM Ticker MATCH_RECOGNIZE (
+                     PARTITION BY symbol ORDER BY tstamp
+                     MEASURES STRT.tstamp AS start_tstamp, LAST(DOWN.tstamp) AS bottom_tstamp,
+                              LAST(UP.tstamp) AS end_tstamp
+                     ONE ROW PER MATCH
+                     AFTER MATCH SKIP TO LAST UP
+                     PATTERN (STRT DOWN+ UP+)
+                     DEFINE DOWN AS DOWN.price < PREV(DOWN.price), UP AS UP.price > PREV(UP.price)) MR""", Ticker=t)
+    assert [tuple(r.values()) for r in out.to_pylist()] == [
+        ("ACME", "2011-04-05", "2011-04-06", "2011-04-10"), ("ACME", "2011-04-10", "2011-04-12", "2011-04-13"),
+        ("ACME", "2011-04-14", "2011-04-16", "2011-04-18")]
+
+
 # ------------------------------------------------------------------------------ against the reference
 MEASURES = ["CLASSIFIER() AS c", "MATCH_NUMBER() AS n", "FINAL LAST(A.value) AS fl", "COUNT(U.*) AS cu",
             "SUM(B.value) AS sb", "FIRST(value, 1) AS f1", "PREV(value) AS pv", "CLASSIFIER(U) AS cl",
