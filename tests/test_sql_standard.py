@@ -324,3 +324,21 @@ def test_spark_equals_in_process(partition, rows, skip, pattern):
     key = lambda r: tuple((v is None, v) for v in r.values())  # noqa: E731
     assert want.num_rows > 20
     assert sorted(got.toArrow().to_pylist(), key=key) == sorted(want.to_pylist(), key=key)
+
+
+def test_dictionary_timestamp_and_decimal_columns():
+    """Columns as Parquet gives them: dictionary-encoded strings and numbers, timestamps, decimals."""
+    import datetime as dt
+    import decimal
+    t = pa.table({
+        "ts": pa.array([dt.datetime(2026, 1, 1, 0, 0, s) for s in range(5)], pa.timestamp("ms")),
+        "sym": pa.array(["x", "y", "x", "x", "y"]).dictionary_encode(),
+        "qty": pa.array([1, 5, 7, 2, 9]).dictionary_encode(),
+        "px": pa.array([decimal.Decimal("1.5"), decimal.Decimal("2.5"), decimal.Decimal("3.5"), decimal.Decimal("1.0"),
+                        decimal.Decimal("4.0")], pa.decimal128(5, 2)),
+    })
+    q = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.ts) AS t0, COUNT(*) AS n ONE ROW PER MATCH "
+         "PATTERN (A B+) DEFINE A AS sym = 'x', B AS qty > PREV(qty) AND px > A.px AND ts > A.ts)")
+    out = std(q, t=t)
+    assert out.column("n").to_pylist() == [3, 2]
+    assert out.column("t0").to_pylist() == [dt.datetime(2026, 1, 1), dt.datetime(2026, 1, 1, 0, 0, 3)]

@@ -32,13 +32,15 @@ def run(query: str, tables: dict[str, Any]) -> pa.Table:
 
 
 def _kind(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t):
+        return _kind(t.value_type)
     if pa.types.is_integer(t):
         return "int"
     if pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_null(t):
         return "float"
     if pa.types.is_boolean(t):
         return "bool"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "str"
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return "time"
@@ -156,12 +158,11 @@ def _encode(prog: Program, work: pa.Table, names: dict[str, str], perm: np.ndarr
         if name in prog.columns.derived:
             arrays[name] = rowwise(prog.columns.derived[name], work, names)
         else:
-            col = work.column(names[name])
-            arrays[name] = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            col = work.column(names[name]).combine_chunks()
+            arrays[name] = col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
     strings = {c for c in prog.consts if isinstance(c, str)} | set(prog.variables)
     for name, a in arrays.items():
         if prog.columns.kinds[name] == "str":
-            a = a.dictionary_decode() if pa.types.is_dictionary(a.type) else a
             arrays[name] = a = pc.cast(a, pa.string())
             strings |= {s for s in pc.unique(a).to_pylist() if s is not None}
     dictionary = sorted(strings)
