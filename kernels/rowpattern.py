@@ -42,7 +42,7 @@ ERR_NONE, ERR_SKIP_ABSENT, ERR_SKIP_FIRST_ROW, ERR_DIV_ZERO, ERR_THREADS, ERR_ST
 (OP_CONST, OP_ROW_CUR, OP_ROW_LAST, OP_ROW_FIRST, OP_ROW_ULAST, OP_ROW_UFIRST, OP_SHIFT, OP_COLAT, OP_LABELAT,
  OP_LABREG, OP_LABCUR, OP_AGG, OP_CNT, OP_MATCHNO, OP_ARITH, OP_NEG, OP_ABS, OP_CMP, OP_AND, OP_OR, OP_NOT,
  OP_ISNULL, OP_IN, OP_JMP, OP_JNT, OP_JNN, OP_POP, OP_ROW_WALK, OP_AGGW) = range(29)
-A_ADD, A_SUB, A_MUL, A_DIV, A_IDIV, A_MOD = range(6)
+A_ADD, A_SUB, A_MUL, A_DIV, A_IDIV, A_MOD, A_IMOD = range(7)
 C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE = range(6)
 AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_ANY, AGG_MAX_BY, AGG_MIN_BY = range(8)
 G_N, G_VALID, G_SUM, G_MIN, G_MAX = range(5)
@@ -226,12 +226,14 @@ def _core(code, lo, hi, consts, reg, row, start, pstart, pend, v, node, nd_pc, n
                 x = np.nan
             elif k == A_DIV:
                 x = a2 / b2 if b2 != 0.0 else (np.nan if a2 == 0.0 else np.sign(a2) * np.inf)
+            elif k == A_MOD:  # of doubles: the sign of the dividend, NaN by zero
+                x = np.fmod(a2, b2) if b2 != 0.0 else np.nan
             elif b2 == 0.0:  # integer division or modulo by zero: the query fails, as in Trino
                 err[0] = ERR_DIV_ZERO
                 x = np.nan
             elif k == A_IDIV:
                 x = np.trunc(a2 / b2)
-            else:  # A_MOD: the sign of the dividend
+            else:  # A_IMOD: the sign of the dividend
                 x = np.fmod(a2, b2)
             stack[sp - 2] = x
             sp -= 1
@@ -340,7 +342,8 @@ def evaluate(code, lo, hi, walks, w_lo, w_hi, consts, reg, row, start, pstart, p
                     key = _core(code, a_hi, b_hi, consts, reg, row, start, pstart, pend, v, node, nd_pc, nd_parent,
                                 prog_arg, var_code, last_off, first_off, cnt_off, lab_off, agg_off, number, cols, stack,
                                 0, float(r), aggv, err)
-                    if key == key and (best != best or (key > best if f == AGG_MAX_BY else key < best)):
+                    # walking back, a tie goes to the earlier row (in row order the first one wins)
+                    if key == key and (best != best or (key >= best if f == AGG_MAX_BY else key <= best)):
                         best = key
                         out = x
                 elif x == x:

@@ -335,8 +335,10 @@ def reference(query: str, columns: list[str], data: list[list], matcher: Any = N
         groups.setdefault(tuple(r[c.lower()] for c in q.partition), []).append(r)
     out: list[list] = []
     for rows in groups.values():
-        for c, desc in reversed(q.order):
-            rows = sorted(rows, key=lambda r: (r[c.lower()] is None, r[c.lower()]), reverse=desc)
+        for c, desc, nulls_first in reversed(q.order):
+            present = sorted((r for r in rows if r[c.lower()] is not None), key=lambda r: r[c.lower()], reverse=desc)
+            absent = [r for r in rows if r[c.lower()] is None]
+            rows = absent + present if nulls_first else present + absent
         out.extend(_partition(q, rows, cols, matcher or Matcher))
     if not q.select:
         return [tuple(v for _, v in r) for r in out]
@@ -349,7 +351,7 @@ def _partition(q: Query, rows: list[dict], cols: list[str], matcher: Any) -> lis
     s = 0
     n = len(rows)
     part_cols = [c.lower() for c in q.partition]
-    order_cols = [c.lower() for c, _ in q.order]
+    order_cols = [c.lower() for c, _, _ in q.order]
     rest = [c for c in cols if c not in part_cols and c not in order_cols]
     measured: set[int] = set()
 

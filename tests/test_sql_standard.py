@@ -4,7 +4,6 @@ tests as data, the kernel against the plain-Python reference on random queries, 
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 
 import numpy as np
@@ -19,7 +18,7 @@ from colcep.lang.sql.standard.syntax import StdError
 from sqlstd_reference import Matcher, TooLong, reference
 from sqlstd_threads import ThreadMatcher
 from test_sql_standard_reference import CASES, _norm
-from test_sql_standard_threads import CONDS, _pattern
+from test_sql_standard_threads import defines, parts, refs
 
 RUN = [c for c in CASES if "skip" not in c]
 
@@ -101,28 +100,16 @@ ROWS = ["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH SHOW EMPT
 SKIPS = ["PAST LAST ROW", "TO NEXT ROW", "TO FIRST A", "TO LAST C", "TO U", "TO FIRST U"]
 
 
-def _refs(text: str) -> set[str]:
-    return set(re.findall(r"\b([ABCU])\.", text)) | set(re.findall(r"(?:CLASSIFIER|TO FIRST|TO LAST|TO)[( ]([ABCU])\b",
-                                                                      text))
-
-
 def _random_query(rng: random.Random) -> str:
-    pat = " ".join(_pattern(rng) for _ in range(rng.randint(1, 3)))
-    present = sorted(set(re.findall(r"\b([ABC])\b", pat)))
-    if not present:
-        pat, present = pat + " A", ["A"]
-    union = [v for v in ("A", "C") if v in present] or present[:1]
-    known = set(present) | {"U"}
+    pat, present, union, known = parts(rng)
     rows = rng.choice(ROWS)
     if "UNMATCHED" in rows and "{-" in pat:
         rows = "ALL ROWS PER MATCH"
-    conds = [c for c in CONDS if _refs(c) <= known]
-    defs = ", ".join(f"{v} AS {rng.choice(conds)}" for v in rng.sample(present, rng.randint(1, len(present))))
-    meas = ", ".join(rng.sample([m for m in MEASURES if _refs(m) <= known], 3))
-    skip = rng.choice([s for s in SKIPS if _refs(s) <= known])
+    meas = ", ".join(rng.sample([m for m in MEASURES if refs(m) <= known], 3))
+    skip = rng.choice([s for s in SKIPS if refs(s) <= known])
     part = "PARTITION BY p " if rng.random() < 0.5 else ""
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part}ORDER BY id MEASURES {meas} {rows} "
-            f"AFTER MATCH SKIP {skip} PATTERN ({pat}) SUBSET U = ({', '.join(union)}) DEFINE {defs})")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({part}ORDER BY id MEASURES {meas} {rows} AFTER MATCH SKIP {skip} "
+            f"PATTERN ({pat}) SUBSET U = ({union}) DEFINE {defines(rng, present, known)})")
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -342,3 +329,85 @@ def test_dictionary_timestamp_and_decimal_columns():
     out = std(q, t=t)
     assert out.column("n").to_pylist() == [3, 2]
     assert out.column("t0").to_pylist() == [dt.datetime(2026, 1, 1), dt.datetime(2026, 1, 1, 0, 0, 3)]
+
+
+def _one(query: str, t: pa.Table) -> list:
+    return std(query, t=t).to_pylist()
+
+
+def test_times_compare_across_units_and_at_nanoseconds():
+    import datetime as dt
+    secs = pa.array([dt.datetime(2026, 1, 1, 0, 0, s) for s in range(3)], pa.timestamp("s"))
+    t = pa.table({"id": [1, 2, 3], "a": secs, "b": secs.cast(pa.timestamp("ms")),
+                  "d": pa.array([dt.date(2019, 1, 1)] * 3), "ns": pa.array([1577836800000000000 + k * 100
+                                                                            for k in range(3)], pa.timestamp("ns"))})
+    q = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n ONE ROW PER MATCH PATTERN ({p}) " \
+        "DEFINE {d})"
+    assert _one(q.format(p="A+", d="A AS A.a = A.b AND A.d < A.b"), t) == [{"n": 3}]
+    assert _one(q.format(p="A B+", d="B AS B.ns > PREV(B.ns)"), t) == [{"n": 3}]
+    ordered = std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d, ns DESC MEASURES FIRST(A.id) AS f ONE ROW PER MATCH "
+                  "PATTERN (A) DEFINE A AS true)", t=t)
+    assert ordered.column("f").to_pylist() == [3, 2, 1]
+
+
+def test_order_by_nulls_first_and_last_and_dictionary_columns():
+    t = pa.table({"id": [2, None, 1], "cat": pa.array(["b", "c", "a"]).dictionary_encode()})
+    q = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY {o} MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A))"
+    assert std(q.format(o="id"), t=t).column("id").to_pylist() == [1, 2, None]
+    assert std(q.format(o="id NULLS FIRST"), t=t).column("id").to_pylist() == [None, 1, 2]
+    assert std(q.format(o="id DESC NULLS FIRST"), t=t).column("id").to_pylist() == [None, 2, 1]
+    assert std(q.format(o="cat DESC"), t=t).column("id").to_pylist() == [None, 2, 1]
+    out = std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY cat MEASURES MIN(A.cat) AS lo, array_agg(A.cat) AS cats, "
+              "CASE WHEN A.id > 1 THEN A.cat ELSE 'zz' END AS pick ONE ROW PER MATCH PATTERN (A+))", t=t)
+    assert out.to_pylist() == [{"lo": "a", "cats": ["a", "b", "c"], "pick": "zz"}]
+
+
+def test_max_by_ties_and_integer_arguments_agree_between_define_and_measures():
+    t = pa.table({"id": [1, 2, 3], "k": [0, 0, 0], "value": [5, 1, 7]})
+    out = std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES max_by(value, k) AS m, COUNT(*) AS n "
+              "ONE ROW PER MATCH PATTERN (A+) DEFINE A AS max_by(value, k) <> 1)", t=t)
+    assert out.to_pylist() == [{"m": 5, "n": 3}]               # ties: the first row, in DEFINE as in MEASURES
+    t = pa.table({"id": [1, 2, 3], "value": [3, 4, 1]})
+    q = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n ONE ROW PER MATCH PATTERN (A+ B) " \
+        "DEFINE B AS {c})"
+    assert _one(q.format(c="SUM(A.value + 0) / 2 = 3"), t) == [{"n": 3}]        # 7 / 2 = 3: integers
+    assert _one(q.format(c="FLOOR(B.value / 2.0) = 0 AND CAST(A.value AS DOUBLE) / 2 = 2"), t) == [{"n": 3}]
+
+
+def test_scalar_functions_run_in_define_and_measures():
+    t = pa.table({"id": [1, 2, 3], "s": [" ab ", "cd", "x"], "v": [2.5, 3.5, -1.25]})
+    out = std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES ROUND(A.v) AS r, CAST(A.v AS BIGINT) AS i, "
+              "LENGTH(TRIM(A.s)) AS n, SUBSTRING(A.s, 2, 2) AS sub, CONCAT(A.s, 'z') AS cz ALL ROWS PER MATCH "
+              "PATTERN (A) DEFINE A AS LENGTH(TRIM(s)) >= 1 AND CEIL(v) > -2)", t=t)
+    assert out.column("r").to_pylist() == [3.0, 4.0, -1.0] and out.column("i").to_pylist() == [3, 4, -1]
+    assert out.column("n").to_pylist() == [2, 2, 1] and out.column("sub").to_pylist() == ["ab", "d", ""]
+    assert out.column("cz").to_pylist() == [" ab z", "cdz", "xz"]
+    assert _one("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n ONE ROW PER MATCH PATTERN (A+) "
+                "DEFINE A AS MOD(v, 0.0) IS NULL)", t) == [{"n": 3}]       # a double MOD by zero is NaN
+
+
+@pytest.mark.parametrize("query, message", [
+    ("MEASURES SUM(PREV(A.value)) AS x PATTERN (A+)", "PREV cannot be nested in SUM"),
+    ("MEASURES LAST(SUM(A.value)) AS x PATTERN (A+)", "SUM cannot be nested in LAST"),
+    ("MEASURES PREV(NEXT(A.value)) AS x PATTERN (A+)", "NEXT cannot be nested in PREV"),
+    ("PATTERN (A B) DEFINE B AS COUNT(DISTINCT A.value) > 1", "DISTINCT"),
+    ("PATTERN (A{3,1})", "upper bound below its lower"),
+    ("PATTERN (A B) DEFINE B AS B.s > 5", "cannot compare a string with a number"),
+    ("PATTERN (A B) DEFINE B AS A.s || B.s = 'ab'", "several variables"),
+    ("ORDER BY id SIDEWAYS PATTERN (A)", "ORDER BY: expected ASC"),
+])
+def test_refusals_say_which_rule(query, message):
+    t = pa.table({"id": [1, 2], "value": [1, 2], "s": ["a", "b"]})
+    q = "SELECT * FROM t MATCH_RECOGNIZE (" + ("" if query.startswith("ORDER") else "ORDER BY id ") + query + ")"
+    with pytest.raises(StdError, match=message):
+        std(q, t=t)
+
+
+def test_columns_named_as_colceps_helpers_or_twice():
+    t = pa.table({"p": [1, 1, 2], "__p": [3, 2, 1], "value": [1, 2, 3]})
+    out = std("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY __p MEASURES FIRST(A.value) AS f "
+              "ONE ROW PER MATCH PATTERN (A) DEFINE A AS true)", t=t)
+    assert out.to_pylist() == [{"p": 1, "f": 2}, {"p": 1, "f": 1}, {"p": 2, "f": 3}]
+    twice = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["x", "x"])
+    with pytest.raises(StdError, match="two columns named 'x'"):
+        std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY x PATTERN (A))", t=twice)

@@ -4,6 +4,7 @@ random patterns and data, in linear time where the reference is exponential."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -35,11 +36,32 @@ def _pattern(rng: random.Random, depth: int = 0) -> str:
     return atom + q if atom not in ("^", "$") else atom
 
 
-def _query(rng: random.Random) -> str:
+def refs(text: str) -> set[str]:
+    """The labels a condition, measure or skip names (A, B, C, or the union U)."""
+    return set(re.findall(r"\b([ABCU])\.", text)) | set(re.findall(r"(?:CLASSIFIER|TO FIRST|TO LAST|TO)[( ]([ABCU])\b",
+                                                                      text))
+
+
+def parts(rng: random.Random) -> tuple[str, list[str], str, set[str]]:
+    """A random row pattern, its variables, the union U over them (A and C where present) and the
+    labels a query may name: the standard refuses a label the pattern lacks."""
     pat = " ".join(_pattern(rng) for _ in range(rng.randint(1, 3)))
-    defs = ", ".join(f"{v} AS {rng.choice(CONDS)}" for v in rng.sample(["A", "B", "C"], rng.randint(1, 3)))
+    present = sorted(set(re.findall(r"\b([ABC])\b", pat)))
+    if not present:
+        pat, present = pat + " A", ["A"]
+    union = ", ".join([v for v in ("A", "C") if v in present] or present[:1])
+    return pat, present, union, set(present) | {"U"}
+
+
+def defines(rng: random.Random, present: list[str], known: set[str]) -> str:
+    conds = [c for c in CONDS if refs(c) <= known]
+    return ", ".join(f"{v} AS {rng.choice(conds)}" for v in rng.sample(present, rng.randint(1, len(present))))
+
+
+def _query(rng: random.Random) -> str:
+    pat, present, union, known = parts(rng)
     return (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH "
-            f"PATTERN ({pat}) SUBSET U = (A, C) DEFINE {defs})")
+            f"PATTERN ({pat}) SUBSET U = ({union}) DEFINE {defines(rng, present, known)})")
 
 
 @pytest.mark.parametrize("seed", range(8))

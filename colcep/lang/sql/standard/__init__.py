@@ -7,4 +7,14 @@ SQL:2016 row pattern recognition as Trino, Oracle and Snowflake run it.
   keeps, the arrays ``kernels.rowpattern`` runs;
 - :mod:`~colcep.lang.sql.standard.run`: the input ordered and coded, the kernel, the output rows;
 - :mod:`~colcep.lang.sql.standard.measures`: MEASURES, column-at-a-time with Arrow.
+
+Where it differs from Trino on purpose (DEFINE runs on float64 rows, NULL as NaN):
+
+- a floating-point NaN in a column a condition reads is NULL there (MEASURES see the NaN);
+- an integer column past 2**53 that a condition reads is a ``StdError``, not compared inexactly;
+- time columns are compared in nanoseconds from their earliest value (microseconds when they
+  span more than 104 days); time literals and intervals are not supported in DEFINE;
+- a string function over the rows of several variables (``A.s || B.s``) is a ``StdError``;
+- a search holding more than ``run.MAX_THREADS`` threads is a ``CapacityError`` (only patterns
+  whose conditions navigate to labels, like ``PREV(CLASSIFIER())``, are not pruned).
 """

@@ -51,8 +51,8 @@ class Frame:
     """Positions to evaluate at: match ``m`` (-1: none, every measure is null), standing on its
     row ``k`` (-1: before its first; running semantics see rows 0..k)."""
 
-    def __init__(self, mt: Matches, m: np.ndarray, k: np.ndarray, running: bool):
-        self.mt, self.m, self.k, self.running = mt, m, k, running
+    def __init__(self, mt: Matches, m: np.ndarray, k: np.ndarray, running: bool, clause: str = "MEASURES"):
+        self.mt, self.m, self.k, self.running, self.clause = mt, m, k, running, clause
         self.n = len(m)
         ok = m >= 0
         mm = np.where(ok, m, 0)
@@ -99,10 +99,11 @@ class Frame:
     def gather(self, column: str, rows: np.ndarray) -> pa.Array:
         name = self.mt.names.get(column.lower())
         if name is None:
-            raise StdError(f"MEASURES: no column {column!r} in the input (columns: "
+            raise StdError(f"{self.clause}: no column {column!r} in the input (columns: "
                            f"{', '.join(self.mt.table.column_names)})")
         col = self.mt.table.column(name)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        col = col.dictionary_decode() if pa.types.is_dictionary(col.type) else col
         return col.take(pa.array(self.mt.perm[np.maximum(rows, 0)], mask=rows < 0))
 
     # -- values ----------------------------------------------------------------------------
@@ -176,6 +177,28 @@ class Frame:
             return pc.utf8_upper(self.ev(node.this, final, at))
         if isinstance(node, exp.Abs):
             return pc.abs(self.ev(node.this, final, at))
+        if isinstance(node, (exp.Floor, exp.Ceil)):
+            v = self.ev(node.this, final, at)
+            return v if pa.types.is_integer(v.type) else (pc.floor if isinstance(node, exp.Floor) else pc.ceil)(v)
+        if isinstance(node, exp.Round):
+            v = self.ev(node.this, final, at)
+            nd = node.args.get("decimals")
+            digits = int(nd.this) if isinstance(nd, exp.Literal) else 0
+            return v if pa.types.is_integer(v.type) else pc.round(v, digits, round_mode="half_towards_infinity")
+        if isinstance(node, exp.Length):
+            return pc.utf8_length(self._str(node.this, final, at))
+        if isinstance(node, exp.Trim):
+            return pc.utf8_trim_whitespace(self._str(node.this, final, at))
+        if isinstance(node, exp.Substring):
+            start = node.args.get("start")
+            length = node.args.get("length")
+            if not isinstance(start, exp.Literal) or (length is not None and not isinstance(length, exp.Literal)):
+                raise StdError(f"{self.clause}: SUBSTRING takes literal positions ({node.sql()!r})")
+            a = int(start.this) - 1
+            return pc.utf8_slice_codeunits(self._str(node.this, final, at), a,
+                                           a + int(length.this) if length is not None else None)
+        if isinstance(node, exp.Concat):
+            return pc.binary_join_element_wise(*[self._str(e, final, at) for e in node.expressions], "")
         if isinstance(node, exp.Cast):
             return self._cast(self.ev(node.this, final, at), node.to)
         if isinstance(node, exp.Coalesce):
@@ -184,21 +207,26 @@ class Frame:
             return self._case(node, final, at)
         if _is_call(node):
             return self._call(node, final, at)
-        raise StdError(f"MEASURES: {node.sql()!r} is not supported")
+        raise StdError(f"{self.clause}: {node.sql()!r} is not supported")
 
     def _str(self, node, final, at):
         v = self.ev(node, final, at)
         return v if pa.types.is_string(v.type) else pc.cast(v, pa.string())
 
-    @staticmethod
-    def _cast(v, to):
+    def _cast(self, v, to):
         t = to.this
         T = exp.DataType.Type
         target = {T.VARCHAR: pa.string(), T.CHAR: pa.string(), T.BIGINT: pa.int64(), T.INT: pa.int32(),
-                  T.DOUBLE: pa.float64(), T.BOOLEAN: pa.bool_(), T.DECIMAL: pa.float64()}.get(t)
+                  T.SMALLINT: pa.int16(), T.TINYINT: pa.int8(), T.DOUBLE: pa.float64(), T.FLOAT: pa.float32(),
+                  T.BOOLEAN: pa.bool_(), T.DECIMAL: pa.float64()}.get(t)
         if target is None:
-            raise StdError(f"CAST to {to.sql()} is not supported")
-        return pc.cast(v, target)
+            raise StdError(f"{self.clause}: CAST to {to.sql()} is not supported")
+        if pa.types.is_integer(target) and pa.types.is_floating(v.type):   # a double to an integer rounds
+            v = pc.round(v, round_mode="half_towards_infinity")
+        try:
+            return pc.cast(v, target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise StdError(f"{self.clause}: cannot cast to {to.sql()}: {e}") from None
 
     def _case(self, node, final, at):
         conds, vals = [], []
@@ -209,6 +237,8 @@ class Frame:
         d = node.args.get("default")
         vals.append(self.ev(d, final, at) if d is not None else pa.scalar(None))
         types = {v.type for v in vals if not pa.types.is_null(v.type)}
+        if len(types) > 1 and any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in types):
+            raise StdError(f"{self.clause}: the branches of {node.sql()!r} mix strings and other types")
         common = types.pop() if len(types) == 1 else (pa.float64() if types else pa.null())
         vals = [self._full(pc.cast(v, common)) for v in vals]
         return pc.case_when(pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))]), *vals)
@@ -246,7 +276,7 @@ class Frame:
             return self.ev(args[0], final, self.rows_of(ref_var(args[0]), name, _offset(args, 1, 0), final))
         if name in _AGGREGATES:
             return self._aggregate(name, args, final)
-        raise StdError(f"MEASURES: the function {name} is not supported")
+        raise StdError(f"{self.clause}: the function {name} is not supported")
 
     def _aggregate(self, name: str, args, final: bool):
         allrows = bool(args) and _is_call(args[0]) and _call(args[0])[0] == "__ALLROWS"
@@ -322,5 +352,5 @@ def rowwise(node, table: pa.Table, names: dict[str, str]) -> pa.Array:
     """A one-row expression over every row of ``table`` (a DEFINE derived column)."""
     n = table.num_rows
     mt = Matches(table, np.arange(n, dtype=np.int64), names, [], {}, *[np.zeros(0, np.int64)] * 7)
-    f = Frame(mt, np.zeros(n, np.int64), np.zeros(n, np.int64), False)
+    f = Frame(mt, np.zeros(n, np.int64), np.zeros(n, np.int64), False, clause="DEFINE")
     return f._full(f.ev(node, True, np.arange(n, dtype=np.int64)))

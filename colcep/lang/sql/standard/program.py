@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from sqlglot import exp
@@ -27,6 +27,9 @@ from colcep.lang.sql.standard.syntax import (CONSUME, JMP, MATCH, SPLIT, Query, 
 
 _ARITH = {exp.Add: K.A_ADD, exp.Sub: K.A_SUB, exp.Mul: K.A_MUL, exp.Div: K.A_DIV, exp.Mod: K.A_MOD}
 _CMP = {exp.EQ: K.C_EQ, exp.NEQ: K.C_NE, exp.LT: K.C_LT, exp.LTE: K.C_LE, exp.GT: K.C_GT, exp.GTE: K.C_GE}
+_FLOAT_TYPES = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL)
+_TYPE = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "time": "time", "null": "NULL",
+         "other": "value"}
 _AGGS = {"COUNT": K.AGG_COUNT, "SUM": K.AGG_SUM, "AVG": K.AGG_AVG, "MIN": K.AGG_MIN, "MAX": K.AGG_MAX}
 _WALK_FUNCS = {**_AGGS, "ANY_VALUE": K.AGG_ANY, "ARBITRARY": K.AGG_ANY, "MAX_BY": K.AGG_MAX_BY,
                "MIN_BY": K.AGG_MIN_BY}
@@ -59,8 +62,10 @@ _NAV_AGG = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", "COUN
 
 @dataclass
 class Columns:
-    """The input columns a program reads, and their kinds ('int', 'float', 'str', 'bool', 'time')."""
+    """The input columns a program reads, and their kinds ('int', 'float', 'str', 'bool', 'time');
+    ``kind_of`` gives a one-row expression's kind (its Arrow type over no rows)."""
     kinds: dict[str, str]
+    kind_of: Callable[[Any], str]
     used: list[str] = field(default_factory=list)           # cols[k] is used[k]
     derived: dict[str, Any] = field(default_factory=dict)   # derived column name -> row-wise expression
 
@@ -71,13 +76,14 @@ class Columns:
             self.used.append(name)
         return self.used.index(name)
 
-    def derive(self, node, kind: str) -> str:
+    def derive(self, node) -> str:
+        """The derived column of the one-row expression ``node`` (column references unqualified)."""
         for name, d in self.derived.items():
             if d == node:
                 return name
         name = f"__colcep_d{len(self.derived)}"
         self.derived[name] = node
-        self.kinds[name] = kind
+        self.kinds[name] = self.kind_of(node)
         return name
 
 
@@ -195,6 +201,9 @@ class _Compiler:
                 self.row_of(_table_var(node) if node.table else None, "LAST", 0, out)
             out += [K.OP_COLAT, self.columns.index(node.name.lower())]
             return self.columns.kinds[node.name.lower()]
+        if isinstance(node, exp.Cast) and node.to.this in _FLOAT_TYPES:
+            self.val(node.this, out, rowgen)          # a double is what the stack holds
+            return "float"
         if isinstance(node, _ROWWISE) and is_rowwise(node):
             return self.derived(node, out, rowgen)
         if isinstance(node, (exp.Lower, exp.Upper)) and any(
@@ -224,16 +233,22 @@ class _Compiler:
         if type(node) in (exp.EQ, exp.NEQ) and any(isinstance(a, exp.Array) for a in (node.left, node.right)):
             return self.array_equal(node, out, rowgen)
         if type(node) in _CMP:
-            self.val(node.left, out, rowgen)
-            self.val(node.right, out, rowgen)
+            ka = self.val(node.left, out, rowgen)
+            kb = self.val(node.right, out, rowgen)
+            if ("str" in (ka, kb)) and not ({ka, kb} <= {"str", "null"}):
+                raise StdError(f"DEFINE: cannot compare a {_TYPE[ka]} with a {_TYPE[kb]} ({node.sql()!r})")
             out += [K.OP_CMP, _CMP[type(node)]]
             return "bool"
         if type(node) in _ARITH:
             ka = self.val(node.left, out, rowgen)
             kb = self.val(node.right, out, rowgen)
             op = _ARITH[type(node)]
+            if "str" in (ka, kb):
+                raise StdError(f"DEFINE: arithmetic on a string ({node.sql()!r})")
             if op == K.A_DIV and ka == kb == "int":
                 op = K.A_IDIV
+            elif op == K.A_MOD and ka == kb == "int":
+                op = K.A_IMOD
             out += [K.OP_ARITH, op]
             return "int" if ka == kb == "int" else "float"
         if isinstance(node, exp.Is):
@@ -282,15 +297,14 @@ class _Compiler:
         raise StdError(f"DEFINE: {node.sql()!r} is not supported in a condition")
 
     def derived(self, node, out: list, rowgen) -> str:
-        var = ref_var(node)
-        bare = node.copy()
-        for c in bare.find_all(exp.Column):
-            c.set("table", None)
-        kind = "str" if isinstance(node, (exp.Lower, exp.Upper, exp.DPipe, exp.ConcatWs, exp.Concat,
-                                          exp.Substring, exp.Trim)) or (
-            isinstance(node, exp.Cast) and node.to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR)) \
-            else "float"
-        name = self.columns.derive(bare, kind)
+        found = {_table_var(c) for c in node.find_all(exp.Column) if c.table}
+        if len(found) > 1:
+            raise StdError(f"DEFINE: {node.sql()!r} applies a function to the rows of several variables "
+                           f"({', '.join(sorted(found))}); colcep computes such functions over one row: apply it "
+                           "to each variable's column")
+        var = next(iter(found), None)
+        name = self.columns.derive(_bare(node))
+        kind = self.columns.kinds[name]
         if rowgen is not None:
             rowgen(out)
         else:
@@ -457,11 +471,8 @@ class _Compiler:
             col = self.columns.index(a.name.lower())
             kind = self.columns.kinds[a.name.lower()]
         elif is_rowwise(a):
-            bare = a.copy()
-            for c in bare.find_all(exp.Column):
-                c.set("table", None)
-            cname = self.columns.derive(bare, "float")
-            col, kind = self.columns.index(cname), "float"
+            cname = self.columns.derive(_bare(a))
+            col, kind = self.columns.index(cname), self.columns.kinds[cname]
         else:
             raise StdError(f"DEFINE: the argument of {name} must read one row, not {a.sql()!r}")
         s = self.set_of(var)
@@ -474,9 +485,18 @@ class _Compiler:
         return "int" if name == "COUNT" or (name in ("SUM", "MIN", "MAX") and kind == "int") else "float"
 
 
-def compile_program(q: Query, kinds: dict[str, str]) -> Program:
-    """The query's pattern and DEFINE as kernel arrays (strings stay in ``consts`` until bound)."""
-    cols = Columns(dict(kinds))
+def _bare(node):
+    """``node`` with its column references unqualified (a derived column reads one row)."""
+    bare = node.copy()
+    for c in bare.find_all(exp.Column):
+        c.set("table", None)
+    return bare
+
+
+def compile_program(q: Query, kinds: dict[str, str], kind_of: Callable[[Any], str] = lambda node: "float") -> Program:
+    """The query's pattern and DEFINE as kernel arrays (strings stay in ``consts`` until the run
+    codes them); ``kinds``: the input columns' kinds, ``kind_of``: a derived expression's."""
+    cols = Columns(dict(kinds), kind_of)
     c = _Compiler(q, cols)
     var_index = {v: k for k, v in enumerate(c.variables)}
     ins = compile_pattern(q.pattern)

@@ -51,7 +51,8 @@ def _names(tbl: pa.Table) -> dict[str, str]:
     names: dict[str, str] = {}
     for c in tbl.column_names:
         if c.lower() in names:
-            raise StdError(f"FROM: columns {names[c.lower()]!r} and {c!r} differ only in case; SQL names are not "
+            raise StdError(f"FROM: the input has two columns named {c!r}" if names[c.lower()] == c else
+                           f"FROM: columns {names[c.lower()]!r} and {c!r} differ only in case; SQL names are not "
                            "case-sensitive: rename one")
         names[c.lower()] = c
     return names
@@ -66,9 +67,9 @@ def _column(names: dict[str, str], name: str, clause: str) -> str:
 def run_table(q: Query, tbl: pa.Table) -> pa.Table:
     names = _names(tbl)
     part = [_column(names, c, "PARTITION BY") for c in q.partition]
-    order = [(_column(names, c, "ORDER BY"), desc) for c, desc in q.order]
+    order = [(_column(names, c, "ORDER BY"), desc, nulls_first) for c, desc, nulls_first in q.order]
     kinds = {c.lower(): _kind(tbl.schema.field(c).type) for c in tbl.column_names}
-    prog = compile_program(q, kinds)
+    prog = compile_program(q, kinds, lambda node: _kind(rowwise(node, tbl.slice(0, 0), names).type))
     n = tbl.num_rows
     perm, bounds = _order(tbl, part, order)
     work = tbl
@@ -91,7 +92,7 @@ def run_table(q: Query, tbl: pa.Table) -> pa.Table:
     lab_pc = lab_pc[:n_lab]
     mt = Matches(work, perm, names, prog.variables, q.subsets, m_start, m_end, m_number, m_lab, prog.arg[lab_pc],
                  bounds[m_part], bounds[m_part + 1])
-    return _output(q, prog, mt, part, [c for c, _ in order], prog.excluded[lab_pc], bounds)
+    return _output(q, prog, mt, part, [c for c, _, _ in order], prog.excluded[lab_pc], bounds)
 
 
 def _codes(tbl: pa.Table, part: list[str]) -> tuple[np.ndarray, int]:
@@ -114,18 +115,53 @@ def _codes(tbl: pa.Table, part: list[str]) -> tuple[np.ndarray, int]:
     return codes, count
 
 
-def _ordered(tbl: pa.Table, order: list[tuple[str, bool]]) -> bool:
+def time_ints(a):
+    """A time column as int64 nanoseconds (dates and timestamps from the epoch, times of day from
+    midnight, durations): one unit for every column."""
+    t = a.type
+    if pa.types.is_date(t):
+        a, t = pc.cast(a, pa.timestamp("s")), pa.timestamp("s")
+    if pa.types.is_timestamp(t):
+        target = pa.timestamp("ns", t.tz)
+    elif pa.types.is_time(t):
+        target = pa.time64("ns")
+    else:
+        target = pa.duration("ns")
+    return pc.cast(pc.cast(a, target, safe=False), pa.int64())
+
+
+def _times_as_floats(times: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Time columns (int64 ns) as float64 that compare and subtract exactly: from the earliest
+    value of them all, in nanoseconds while the span fits float64's 53 bits (104 days), else in
+    microseconds (285 years)."""
+    present = [x[x != np.iinfo(np.int64).min] for x in times.values()]
+    present = [x for x in present if len(x)]
+    if not present:
+        return {k: np.full(len(x), np.nan) for k, x in times.items()}
+    lo, hi = min(int(x.min()) for x in present), max(int(x.max()) for x in present)
+    scale = 1 if hi - lo < 2 ** 53 else 1000
+    if (hi - lo) // scale >= 2 ** 53:
+        raise StdError("DEFINE: the time columns span more than 285 years, which conditions would compare inexactly")
+    return {k: (x - lo) // scale for k, x in times.items()}
+
+
+def _sortable(a):
+    """A column as Arrow sorts it: dictionaries by their values."""
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    return a.dictionary_decode() if pa.types.is_dictionary(a.type) else a
+
+
+def _ordered(tbl: pa.Table, order: list[tuple[str, bool, bool]]) -> bool:
     """Are the rows already in ORDER BY order (numbers or times, no NULLs)? Then a stable
     grouping by partition orders them, in linear time."""
     if not order or not tbl.num_rows:
         return True
     tie = np.ones(tbl.num_rows - 1, bool)         # rows equal on the columns so far
-    for c, desc in order:
-        col = tbl.column(c)
+    for c, desc, _ in order:
+        col = _sortable(tbl.column(c))
         if col.null_count or _kind(col.type) not in ("int", "float", "time"):
             return False
-        x = pc.cast(col, pa.int64()) if _kind(col.type) == "time" else col
-        x = x.to_numpy()
+        x = (time_ints(col) if _kind(col.type) == "time" else col).to_numpy()
         step = (x[:-1] >= x[1:]) if desc else (x[:-1] <= x[1:])
         if not step[tie].all():
             return False
@@ -135,16 +171,23 @@ def _ordered(tbl: pa.Table, order: list[tuple[str, bool]]) -> bool:
     return True
 
 
-def _order(tbl: pa.Table, part: list[str], order: list[tuple[str, bool]]) -> tuple[np.ndarray, np.ndarray]:
+def _order(tbl: pa.Table, part: list[str], order: list[tuple[str, bool, bool]]) -> tuple[np.ndarray, np.ndarray]:
     """The rows in partition-then-ORDER-BY order (``perm``: sorted position -> row; ties keep
     input order) and the partitions' bounds in it."""
     codes, count = _codes(tbl, part)
     if _ordered(tbl, order):
         perm, bounds = group_by_key(codes, count)
         return perm, bounds
-    keyed = pa.table({"__p": codes, **{c: tbl.column(c) for c, _ in order}})
-    perm = pc.sort_indices(keyed, sort_keys=[("__p", "ascending")] + [
-        (c, "descending" if d else "ascending") for c, d in order]).to_numpy()
+    cols, keys = [pa.array(codes)], [("p", "ascending")]
+    for k, (c, desc, nulls_first) in enumerate(order):   # NULLS FIRST / LAST per column: a validity key
+        col = _sortable(tbl.column(c))
+        if col.null_count:
+            cols.append(pc.is_valid(col))
+            keys.append((f"v{k}", "ascending" if nulls_first else "descending"))
+        cols.append(col)
+        keys.append((f"o{k}", "descending" if desc else "ascending"))
+    keyed = pa.Table.from_arrays(cols, names=[name for name, _ in keys])
+    perm = pc.sort_indices(keyed, sort_keys=keys).to_numpy()
     bounds = np.searchsorted(codes[perm], np.arange(count + 1)).astype(np.int64)
     return perm, bounds
 
@@ -168,13 +211,17 @@ def _encode(prog: Program, work: pa.Table, names: dict[str, str], perm: np.ndarr
     dictionary = sorted(strings)
     lookup = pa.array(dictionary, pa.string())
     cols = np.empty((max(len(arrays), 1), work.num_rows))
+    times = {name: a for name, a in arrays.items() if prog.columns.kinds[name] == "time"}
+    nulls = {name: a.is_null().to_numpy(zero_copy_only=False) for name, a in times.items()}
+    times = _times_as_floats({name: pc.fill_null(time_ints(a), np.iinfo(np.int64).min).to_numpy()
+                              for name, a in times.items()})
     for k, (name, a) in enumerate(arrays.items()):
         kind = prog.columns.kinds[name]
+        if kind == "time":
+            cols[k] = np.where(nulls[name], np.nan, times[name].astype(np.float64))[perm]
+            continue
         if kind == "str":
             v = pc.index_in(a, value_set=lookup)
-        elif kind == "time":
-            v = pc.cast(a.cast(pa.timestamp("us")) if pa.types.is_date(a.type) else a, pa.int64()) \
-                if not pa.types.is_integer(a.type) else a
         elif kind in ("int", "float", "bool"):
             v = a
         else:

@@ -72,7 +72,7 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
 class Query:
     select: list[tuple[str, str]]       # (source column, output name); [] means *
     partition: list[str]
-    order: list[tuple[str, bool]]       # (column, descending)
+    order: list[tuple[str, bool, bool]]  # (column, descending, nulls first)
     measures: list[tuple[str, Any]]     # (name, expression)
     rows: str                           # one | all | all_omit | all_unmatched
     skip: tuple                         # ("past",) | ("next",) | ("first"|"last", var)
@@ -129,7 +129,12 @@ def _parse(query: str) -> Query:
     if "ORDER" in parts:
         for c in _split_top(parts["ORDER"][1]):
             w = c.split()
-            q.order.append((w[0], len(w) > 1 and w[1].upper() == "DESC"))
+            u = [x.upper() for x in w[1:]]
+            desc = bool(u) and u[0] == "DESC"
+            nulls = " ".join(u[1:] if u and u[0] in ("ASC", "DESC") else u)
+            if nulls not in ("", "NULLS FIRST", "NULLS LAST"):
+                raise StdError(f"ORDER BY: expected ASC, DESC, NULLS FIRST or NULLS LAST after {w[0]}, got {nulls!r}")
+            q.order.append((w[0], desc, nulls == "NULLS FIRST"))   # NULLS LAST by default, as in Trino
     if "ROWS" in parts:
         head, rest = parts["ROWS"]
         if head.upper().startswith("ALL"):
@@ -184,6 +189,9 @@ def _check_variables(q: Query) -> None:
         if var not in known:
             raise StdError(f"DEFINE: defined variable {var!r} is not a primary pattern variable")
     known |= set(q.subsets)
+    for clause, nodes in (("DEFINE", q.define.values()), ("MEASURES", [e for _, e in q.measures])):
+        for node in nodes:
+            _check_nesting(clause, node)
     if q.skip[0] in ("first", "last") and q.skip[1] not in known:
         raise StdError(f"AFTER MATCH SKIP: {q.skip[1]!r} is not a pattern variable or SUBSET")
     for clause, nodes in (("DEFINE", q.define.values()), ("MEASURES", [e for _, e in q.measures])):
@@ -193,6 +201,34 @@ def _check_variables(q: Query) -> None:
                      if f.name.upper() in ("CLASSIFIER", "__ALLROWS") and f.expressions}
             for r in sorted(refs - known):
                 raise StdError(f"{clause}: {r!r} is not a pattern variable or SUBSET ({', '.join(sorted(known))})")
+
+
+_NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
+_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
+
+
+def _check_nesting(clause: str, node, inside: str | None = None) -> None:
+    """The standard's nesting rules: an aggregate's arguments hold no navigation or aggregate, a
+    navigation's argument no aggregate, and only PREV / NEXT may hold FIRST / LAST."""
+    if isinstance(node, exp.Func):
+        name = _call(node)[0]
+        if name in _AGGREGATES:
+            if inside is not None:
+                raise StdError(f"{clause}: {name} cannot be nested in {inside} ({node.sql()!r})")
+            if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
+                raise StdError(f"{clause}: DISTINCT aggregates are not supported ({node.sql()!r})")
+            for a in _call(node)[1]:
+                _check_nesting(clause, a, name)
+            return
+        if name in _NAVIGATION:
+            if inside in _AGGREGATES or (inside in _NAVIGATION and not (
+                    inside in ("PREV", "NEXT") and name in ("FIRST", "LAST"))):
+                raise StdError(f"{clause}: {name} cannot be nested in {inside} ({node.sql()!r})")
+            for a in _call(node)[1]:
+                _check_nesting(clause, a, name)
+            return
+    for child in node.iter_expressions():
+        _check_nesting(clause, child, inside)
 
 
 def _table_var(col: exp.Column) -> str:
@@ -331,6 +367,8 @@ class PatternParser:
                     else:
                         a, b = inner.split(",")
                         lo, hi = int(a or 0), (int(b) if b else None)
+                        if hi is not None and hi < lo:
+                            raise StdError(f"PATTERN: the quantifier {t} has its upper bound below its lower")
                 greedy = True
                 if self.peek() == "?":
                     self.take()
