@@ -172,3 +172,30 @@ def test_live_vwap_streams_early_on_time_and_late_updates():
     early, on_time, late = (int(head.split(f" {k}")[0].rsplit(" ", 1)[-1].replace(",", ""))
                             for k in ("early,", "on time,", "late;"))
     assert early > 100 and on_time >= 3 and late > 0
+
+
+def test_sql_v_shape_matches_obey_the_query(ticks, capsys):
+    """Each V: its symbol's ticks from start to end, two or more falls, then rises; the end is
+    above the start, and no rise follows it (the greedy rise took every rising tick)."""
+    out = load("sql_v_shape").main(SMALL)
+    assert "V shapes in SQL" in capsys.readouterr().out
+    assert out.num_rows > 50
+    d = out.to_pydict()
+    for i in range(out.num_rows):
+        s, e, bottom = d["start_id"][i], d["end_id"][i], d["bottom_id"][i]
+        rows = ticks.rows_of[d["name"][i]]
+        a, b, m = ticks.pos[s], ticks.pos[e], ticks.pos[bottom]
+        p = ticks.price[rows[a:b + 1]]
+        falls = m - a
+        assert falls == d["falls"][i] >= 2 and b - m == d["rises"][i]
+        assert (np.diff(p[:falls + 1]) < 0).all() and (np.diff(p[falls:]) > 0).all()
+        assert p[-1] > p[0] and d["top"][i] == p[-1] and d["bottom"][i] == p[falls]
+        if b + 1 < len(rows):
+            assert ticks.price[rows[b + 1]] <= p[-1]
+
+
+def test_sql_v_shape_runs_as_a_command():
+    r = subprocess.run([sys.executable, str(EXAMPLES / "sql_v_shape.py"), "--events", "5000", "--symbols", "5"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "V shapes in SQL" in r.stdout and "in-process" in r.stdout
