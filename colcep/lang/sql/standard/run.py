@@ -18,7 +18,7 @@ from colcep.lang.sql.standard.measures import Frame, Matches, rowwise
 from colcep.lang.sql.standard.program import Program, compile_program
 from colcep.lang.sql.standard.syntax import Query, StdError, parse
 
-MAX_THREADS = 1 << 22  # live threads one search may hold before it is a CapacityError
+MAX_THREADS = 1 << 20  # live threads one search may hold before it is a CapacityError (a few hundred MB)
 
 
 def run(query: str, tables: dict[str, Any]) -> pa.Table:
