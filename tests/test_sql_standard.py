@@ -411,3 +411,36 @@ def test_columns_named_as_colceps_helpers_or_twice():
     twice = pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["x", "x"])
     with pytest.raises(StdError, match="two columns named 'x'"):
         std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY x PATTERN (A))", t=twice)
+
+
+def test_ctrl_c_stops_a_long_query_promptly():
+    """A query that searches to the end of the partition from every row (``A+ B`` with no B, SKIP
+    TO NEXT ROW: quadratic, minutes of work) stops within the grace period of Ctrl-C."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent("""
+        import os, signal, sys, threading, time
+        import numpy as np, pyarrow as pa, colcep
+        from colcep.engine import interrupt
+        n = 400_000
+        t = pa.table({"id": np.arange(n), "v": np.ones(n)})
+        q = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS k AFTER MATCH SKIP TO NEXT ROW "
+             "PATTERN (A+ B) DEFINE A AS v > 0, B AS v < 0)")
+        colcep.sql(q, t=t.slice(0, 100))                      # the kernel loaded before the clock starts
+        sent = []
+        def send():
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Timer(1.5, send).start()
+        try:
+            colcep.sql(q, t=t)
+        except KeyboardInterrupt:
+            took = time.monotonic() - sent[0]
+            print(f"interrupted {took:.2f} s after the signal")
+            sys.exit(0 if took < interrupt.GRACE_SECONDS else 3)
+        sys.exit(2)
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "s after the signal" in res.stdout
