@@ -41,7 +41,7 @@ ERR_NONE, ERR_SKIP_ABSENT, ERR_SKIP_FIRST_ROW, ERR_DIV_ZERO, ERR_THREADS, ERR_ST
 # condition code
 (OP_CONST, OP_ROW_CUR, OP_ROW_LAST, OP_ROW_FIRST, OP_ROW_ULAST, OP_ROW_UFIRST, OP_SHIFT, OP_COLAT, OP_LABELAT,
  OP_LABREG, OP_LABCUR, OP_AGG, OP_CNT, OP_MATCHNO, OP_ARITH, OP_NEG, OP_ABS, OP_CMP, OP_AND, OP_OR, OP_NOT,
- OP_ISNULL, OP_IN, OP_JMP, OP_JNT, OP_JNN, OP_POP, OP_ROW_WALK, OP_AGGW) = range(29)
+ OP_ISNULL, OP_IN, OP_JMP, OP_JNT, OP_JNN, OP_POP, OP_ROW_WALK, OP_AGGW, OP_FLOOR, OP_CEIL, OP_ROUND) = range(32)
 A_ADD, A_SUB, A_MUL, A_DIV, A_IDIV, A_MOD, A_IMOD = range(7)
 C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE = range(6)
 AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_ANY, AGG_MAX_BY, AGG_MIN_BY = range(8)
@@ -306,6 +306,17 @@ def _core(code, lo, hi, consts, reg, row, start, pstart, pend, v, node, nd_pc, n
             stack[sp] = walk
             sp += 1
             pc += 1
+        elif op == OP_FLOOR:
+            stack[sp - 1] = np.floor(stack[sp - 1])
+            pc += 1
+        elif op == OP_CEIL:
+            stack[sp - 1] = np.ceil(stack[sp - 1])
+            pc += 1
+        elif op == OP_ROUND:  # half away from zero, to code[pc + 1] digits (negative: tens, hundreds...)
+            scale = 10.0 ** code[pc + 1]
+            x = stack[sp - 1]
+            stack[sp - 1] = np.sign(x) * np.floor(abs(x) * scale + 0.5) / scale
+            pc += 2
         else:  # OP_AGGW: a walked aggregate, computed before the program ran
             stack[sp] = aggv[code[pc + 1]]
             sp += 1

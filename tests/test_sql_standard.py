@@ -444,3 +444,62 @@ def test_ctrl_c_stops_a_long_query_promptly():
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "s after the signal" in res.stdout
+
+
+def test_dates_far_from_the_epoch_order_and_compare_exactly():
+    import datetime as dt
+    t = pa.table({"d": pa.array([dt.date(2300, 1, 1), dt.date(2000, 1, 1), dt.date(9999, 12, 31),
+                                 dt.date(1500, 1, 1)]), "x": [1, 2, 3, 4]})
+    out = std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH "
+              "PATTERN (A B*) DEFINE B AS B.d > PREV(B.d))", t=t)
+    assert out.column("x").to_pylist() == [4, 2, 1, 3] and out.column("c").to_pylist() == ["A", "B", "B", "B"]
+
+
+def test_time_arithmetic_and_time_against_number_are_refused():
+    import datetime as dt
+    t = pa.table({"id": [1, 2], "ts": pa.array([dt.datetime(2026, 1, 1), dt.datetime(2026, 1, 2)])})
+    for cond in ("B.ts - PREV(B.ts) < 5000000", "B.ts < 5000000"):
+        with pytest.raises(StdError, match="time"):
+            std(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A B) DEFINE B AS {cond})", t=t)
+
+
+def test_casts_guards_and_exact_integers():
+    t = pa.table({"id": [1, 2, 3], "s": ["10", "9", "8"], "f": [1.25, 1.23, 1.26], "x": [6, 0, 9], "y": [2, 0, 3],
+                  "big": [1577836800123456789, 7, -7]})
+    q = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {m} ALL ROWS PER MATCH PATTERN (A) DEFINE A AS {d})"
+    assert std(q.format(m="A.id AS i", d="CAST(A.s AS DOUBLE) > 8.5"), t=t).column("i").to_pylist() == [1, 2]
+    assert std(q.format(m="CAST(A.f AS DECIMAL(3,1)) AS r", d="true"), t=t).column("r").to_pylist() == [1.3, 1.2, 1.3]
+    out = std(q.format(m="CASE WHEN A.y = 0 THEN NULL ELSE A.x / A.y END AS q, A.big / 1000 AS b, "
+                         "A.big % 1000 AS md", d="CASE WHEN A.y = 0 THEN false ELSE ROUND(A.x / A.y) >= 2 END"), t=t)
+    assert out.column("q").to_pylist() == [3, 3]
+    assert out.column("b").to_pylist() == [1577836800123456, 0] and out.column("md").to_pylist() == [789, -7]
+    with pytest.raises(StdError, match="immediate nesting"):
+        std(q.format(m="PREV(FIRST(A.x) + 1) AS p", d="true"), t=t)
+
+
+def test_numeric_and_string_functions_follow_trino():
+    t = pa.table({"id": [1, 2, 3], "s": ["  ab  ", "xxhixx", "hello"], "x": [15, 14, 25], "v": [15.5, 2.4, -2.5]})
+    out = std("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES ROUND(A.x, -1) AS r1, ROUND(A.v, -1) AS r2, "
+              "TRIM(LEADING FROM A.s) AS lt, TRIM(BOTH 'x' FROM A.s) AS tx, SUBSTRING(A.s, 0) AS s0, "
+              "SUBSTRING(A.s, -3) AS s3, SUBSTRING(A.s, -3, 2) AS s32 ALL ROWS PER MATCH PATTERN (A) "
+              "DEFINE A AS ROUND(A.v) <> 0 OR CEIL(PREV(A.v)) < FLOOR(A.x))", t=t)
+    assert out.column("r1").to_pylist() == [20, 10, 30] and out.column("r2").to_pylist() == [20.0, 0.0, -0.0]
+    assert out.column("lt").to_pylist() == ["ab  ", "xxhixx", "hello"]
+    assert out.column("tx").to_pylist() == ["  ab  ", "hi", "hello"]
+    assert out.column("s0").to_pylist() == ["", "", ""]
+    assert out.column("s3").to_pylist() == ["b  ", "ixx", "llo"] and out.column("s32").to_pylist() == ["b ", "ix", "ll"]
+    q = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n ONE ROW PER MATCH PATTERN (A B) " \
+        "DEFINE B AS {c})"
+    assert _one(q.format(c="ROUND(B.x - PREV(B.x)) = -1 AND FLOOR(AVG(A.v)) = 15"), t) == [{"n": 2}]
+    assert _one(q.format(c="CAST(PREV(B.v) AS BIGINT) = 16"), t) == [{"n": 2}]
+    with pytest.raises(StdError, match="several variables|not supported"):
+        std(q.format(c="lower(PREV(B.s)) = 'x'"), t=t)
+
+
+def test_quoted_names_and_decimal_order():
+    import decimal
+    t = pa.table({"p": [1, 1], "o": pa.array([decimal.Decimal("1.5"), decimal.Decimal("0.5")], pa.decimal128(3, 1)),
+                  "x": [1, 2]})
+    out = std('SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY "p" ORDER BY "o" MEASURES FIRST(A.x) AS f '
+              'ONE ROW PER MATCH PATTERN (A B) DEFINE B AS true)', t=t)
+    assert out.to_pylist() == [{"p": 1, "f": 2}]

@@ -10,11 +10,14 @@ SQL:2016 row pattern recognition as Trino, Oracle and Snowflake run it.
 
 Where it differs from Trino on purpose (DEFINE runs on float64 rows, NULL as NaN):
 
-- a floating-point NaN in a column a condition reads is NULL there (MEASURES see the NaN);
+- a floating-point NaN in a column a condition reads is NULL there (MEASURES see the NaN), and
+  a decimal column is read as a double there (MEASURES keep decimals exact);
 - an integer column past 2**53 that a condition reads is a ``StdError``, not compared inexactly;
-- time columns are compared in nanoseconds from their earliest value (microseconds when they
-  span more than 104 days); time literals and intervals are not supported in DEFINE;
-- a string function over the rows of several variables (``A.s || B.s``) is a ``StdError``;
+- time columns are compared exactly, in the finest unit that holds them all, but not added to or
+  compared with numbers: time literals and intervals are not supported in DEFINE;
+- a string function is computed over one row, as a column, before matching: over the rows of
+  several variables (``A.s || B.s``) or of a navigation (``lower(PREV(s))``) it is a
+  ``StdError``, and an integer division by zero inside it gives NULL rather than failing;
 - a search holding more than ``run.MAX_THREADS`` threads is a ``CapacityError`` (only patterns
   whose conditions navigate to labels, like ``PREV(CLASSIFIER())``, are not pruned).
 """

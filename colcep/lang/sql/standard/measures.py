@@ -154,13 +154,18 @@ class Frame:
         if isinstance(node, (exp.Div, exp.Mod)):
             a, b = self.ev(node.left, final, at), self.ev(node.right, final, at)
             ints = pa.types.is_integer(a.type) and pa.types.is_integer(b.type)
-            if ints and pc.any(pc.equal(b, 0)).as_py():
-                raise StdError("Division by zero")
+            if ints:                                  # exact, truncated toward zero, as in Trino
+                if pc.any(pc.equal(b, 0)).as_py():
+                    if self.clause != "DEFINE":
+                        raise StdError(f"{self.clause}: Division by zero ({node.sql()!r})")
+                    # a DEFINE function's column is computed for every row, taken or not: NULL there
+                    b = pc.if_else(pc.equal(b, 0), pa.scalar(None, b.type), b)
+                q = pc.divide(a, b)
+                return q if isinstance(node, exp.Div) else pc.subtract(a, pc.multiply(b, q))
+            a, b = pc.cast(a, pa.float64()), pc.cast(b, pa.float64())
             if isinstance(node, exp.Div):
-                q = pc.divide(pc.cast(a, pa.float64()), pc.cast(b, pa.float64()))
-                return pc.cast(pc.trunc(q), pa.int64()) if ints else q
-            r = pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(pc.cast(a, pa.float64()), pc.cast(b, pa.float64())))))
-            return pc.cast(r, pa.int64()) if ints else r
+                return pc.divide(a, b)
+            return pc.subtract(a, pc.multiply(b, pc.trunc(pc.divide(a, b))))
         if isinstance(node, exp.DPipe):
             return pc.binary_join_element_wise(self._str(node.left, final, at), self._str(node.right, final, at), "")
         if isinstance(node, exp.ConcatWs):
@@ -182,21 +187,35 @@ class Frame:
             return v if pa.types.is_integer(v.type) else (pc.floor if isinstance(node, exp.Floor) else pc.ceil)(v)
         if isinstance(node, exp.Round):
             v = self.ev(node.this, final, at)
-            nd = node.args.get("decimals")
-            digits = int(nd.this) if isinstance(nd, exp.Literal) else 0
-            return v if pa.types.is_integer(v.type) else pc.round(v, digits, round_mode="half_towards_infinity")
+            digits = _int_literal(node.args.get("decimals"), 0, f"{self.clause}: ROUND")
+            if pa.types.is_integer(v.type) and digits >= 0:
+                return v
+            return pc.round(v, digits, round_mode="half_towards_infinity")
         if isinstance(node, exp.Length):
             return pc.utf8_length(self._str(node.this, final, at))
         if isinstance(node, exp.Trim):
-            return pc.utf8_trim_whitespace(self._str(node.this, final, at))
+            v = self._str(node.this, final, at)
+            chars = node.args.get("expression")
+            side = str(node.args.get("position") or "BOTH").upper()
+            if chars is None:
+                fn = {"LEADING": pc.utf8_ltrim_whitespace, "TRAILING": pc.utf8_rtrim_whitespace}.get(
+                    side, pc.utf8_trim_whitespace)
+                return fn(v)
+            if not (isinstance(chars, exp.Literal) and chars.is_string):
+                raise StdError(f"{self.clause}: TRIM takes literal characters ({node.sql()!r})")
+            fn = {"LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}.get(side, pc.utf8_trim)
+            return fn(v, chars.this)
         if isinstance(node, exp.Substring):
-            start = node.args.get("start")
-            length = node.args.get("length")
-            if not isinstance(start, exp.Literal) or (length is not None and not isinstance(length, exp.Literal)):
-                raise StdError(f"{self.clause}: SUBSTRING takes literal positions ({node.sql()!r})")
-            a = int(start.this) - 1
-            return pc.utf8_slice_codeunits(self._str(node.this, final, at), a,
-                                           a + int(length.this) if length is not None else None)
+            start = _int_literal(node.args.get("start"), None, f"{self.clause}: SUBSTRING")
+            n = _int_literal(node.args.get("length"), None, f"{self.clause}: SUBSTRING")
+            v = self._str(node.this, final, at)
+            if start == 0 or (n is not None and n <= 0):        # Trino: position 0 gives ''
+                return pc.utf8_slice_codeunits(v, 0, 0)
+            a = start - 1 if start > 0 else start           # a negative start counts from the end
+            stop = None if n is None else a + n
+            if a < 0 and stop is not None and stop >= 0:    # ... and a length past the end stops there
+                stop = None
+            return pc.utf8_slice_codeunits(v, a, stop)
         if isinstance(node, exp.Concat):
             return pc.binary_join_element_wise(*[self._str(e, final, at) for e in node.expressions], "")
         if isinstance(node, exp.Cast):
@@ -221,27 +240,57 @@ class Frame:
                   T.BOOLEAN: pa.bool_(), T.DECIMAL: pa.float64()}.get(t)
         if target is None:
             raise StdError(f"{self.clause}: CAST to {to.sql()} is not supported")
+        if pa.types.is_string(v.type) and (pa.types.is_integer(target) or pa.types.is_floating(target)):
+            v = self._cast_checked(v, pa.float64(), to)
         if pa.types.is_integer(target) and pa.types.is_floating(v.type):   # a double to an integer rounds
             v = pc.round(v, round_mode="half_towards_infinity")
+        scale = to.expressions[1].this.this if t == T.DECIMAL and len(to.expressions) > 1 else None
+        if scale is not None:                                                # DECIMAL(p, s) rounds to s digits
+            v = pc.round(self._cast_checked(v, pa.float64(), to), int(scale), round_mode="half_towards_infinity")
+        return self._cast_checked(v, target, to)
+
+    def _cast_checked(self, v, target, to):
         try:
             return pc.cast(v, target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise StdError(f"{self.clause}: cannot cast to {to.sql()}: {e}") from None
 
+    def subset(self, idx: np.ndarray) -> "Frame":
+        """The positions ``idx`` of this frame."""
+        return Frame(self.mt, self.m[idx], self.k[idx], self.running, self.clause)
+
     def _case(self, node, final, at):
-        conds, vals = [], []
-        for w in node.args.get("ifs") or []:
-            c = w.this if node.this is None else exp.EQ(this=node.this.copy(), expression=w.this.copy())
-            conds.append(self._full(pc.fill_null(self._full(self.ev(c, final, at)), False)))
-            vals.append(self.ev(w.args["true"], final, at))
+        """Each branch evaluated only where it is taken (a guarded division fails nowhere else)."""
+        left = np.arange(self.n)
+        parts, where = [], []
+        branches = [(w.this if node.this is None else exp.EQ(this=node.this.copy(), expression=w.this.copy()),
+                     w.args["true"]) for w in node.args.get("ifs") or []]
         d = node.args.get("default")
-        vals.append(self.ev(d, final, at) if d is not None else pa.scalar(None))
-        types = {v.type for v in vals if not pa.types.is_null(v.type)}
+        for cond, value in branches + [(None, d if d is not None else exp.Null())]:
+            sub = self.subset(left)
+            sub_at = at[left] if at is not None else None
+            if cond is not None:
+                taken = sub._full(pc.fill_null(sub._full(sub.ev(cond, final, sub_at)), False)).to_numpy(
+                    zero_copy_only=False).astype(bool)
+                idx = left[taken]
+                left = left[~taken]
+            else:
+                idx = left
+            if len(idx) or not parts:
+                one = self.subset(idx)
+                parts.append(one._full(one.ev(value, final, at[idx] if at is not None else None)))
+                where.append(idx)
+        types = {v.type for v in parts if not pa.types.is_null(v.type)}
         if len(types) > 1 and any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in types):
             raise StdError(f"{self.clause}: the branches of {node.sql()!r} mix strings and other types")
-        common = types.pop() if len(types) == 1 else (pa.float64() if types else pa.null())
-        vals = [self._full(pc.cast(v, common)) for v in vals]
-        return pc.case_when(pc.make_struct(*conds, field_names=[str(i) for i in range(len(conds))]), *vals)
+        if len(types) > 1 and all(pa.types.is_integer(t) for t in types):
+            common = pa.int64()
+        else:
+            common = types.pop() if len(types) == 1 else (pa.float64() if types else pa.null())
+        values = pa.concat_arrays([pc.cast(v, common) for v in parts])
+        order = np.empty(self.n, np.int64)
+        order[np.concatenate(where)] = np.arange(self.n)
+        return values.take(pa.array(order))
 
     def _full(self, v) -> pa.Array:
         if isinstance(v, pa.Scalar):
@@ -337,6 +386,17 @@ class Frame:
 
 
 _AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
+
+
+def _int_literal(node, default, what: str):
+    """An integer literal argument (``-3`` included), ``default`` when absent."""
+    if node is None:
+        return default
+    neg = isinstance(node, exp.Neg)
+    lit = node.this if neg else node
+    if not isinstance(lit, exp.Literal) or lit.is_string or not re.fullmatch(r"\d+", lit.this):
+        raise StdError(f"{what} takes an integer literal here, not {node.sql()!r}")
+    return -int(lit.this) if neg else int(lit.this)
 
 
 def _offset(args, k: int, default: int) -> int:

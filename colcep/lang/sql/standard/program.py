@@ -27,7 +27,8 @@ from colcep.lang.sql.standard.syntax import (CONSUME, JMP, MATCH, SPLIT, Query, 
 
 _ARITH = {exp.Add: K.A_ADD, exp.Sub: K.A_SUB, exp.Mul: K.A_MUL, exp.Div: K.A_DIV, exp.Mod: K.A_MOD}
 _CMP = {exp.EQ: K.C_EQ, exp.NEQ: K.C_NE, exp.LT: K.C_LT, exp.LTE: K.C_LE, exp.GT: K.C_GT, exp.GTE: K.C_GE}
-_FLOAT_TYPES = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL)
+_FLOAT_TYPES = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+_INT_TYPES = (exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT, exp.DataType.Type.TINYINT)
 _TYPE = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "time": "time", "null": "NULL",
          "other": "value"}
 _AGGS = {"COUNT": K.AGG_COUNT, "SUM": K.AGG_SUM, "AVG": K.AGG_AVG, "MIN": K.AGG_MIN, "MAX": K.AGG_MAX}
@@ -201,9 +202,27 @@ class _Compiler:
                 self.row_of(_table_var(node) if node.table else None, "LAST", 0, out)
             out += [K.OP_COLAT, self.columns.index(node.name.lower())]
             return self.columns.kinds[node.name.lower()]
-        if isinstance(node, exp.Cast) and node.to.this in _FLOAT_TYPES:
-            self.val(node.this, out, rowgen)          # a double is what the stack holds
+        if isinstance(node, exp.Cast) and node.to.this in _FLOAT_TYPES and self.kind(node.this) in ("int", "float"):
+            self.val(node.this, out, rowgen)          # a number to a double: what the stack holds
             return "float"
+        if isinstance(node, exp.Cast) and node.to.this in _INT_TYPES and self.kind(node.this) in ("int", "float"):
+            k = self.val(node.this, out, rowgen)
+            if k == "float":                          # a double to an integer rounds, as in Trino
+                out += [K.OP_ROUND, 0]
+            return "int"
+        if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)) and not is_rowwise(node):
+            k = self.val(node.this, out, rowgen)
+            if isinstance(node, exp.Round):
+                nd = node.args.get("decimals")
+                neg = isinstance(nd, exp.Neg)
+                lit = nd.this if neg else nd
+                if nd is not None and not (isinstance(lit, exp.Literal) and re.fullmatch(r"\d+", lit.this)):
+                    raise StdError(f"DEFINE: ROUND takes an integer literal of digits ({node.sql()!r})")
+                digits = 0 if nd is None else (-int(lit.this) if neg else int(lit.this))
+                out += [K.OP_ROUND, digits]
+            else:
+                out.append(K.OP_FLOOR if isinstance(node, exp.Floor) else K.OP_CEIL)
+            return k
         if isinstance(node, _ROWWISE) and is_rowwise(node):
             return self.derived(node, out, rowgen)
         if isinstance(node, (exp.Lower, exp.Upper)) and any(
@@ -235,16 +254,18 @@ class _Compiler:
         if type(node) in _CMP:
             ka = self.val(node.left, out, rowgen)
             kb = self.val(node.right, out, rowgen)
-            if ("str" in (ka, kb)) and not ({ka, kb} <= {"str", "null"}):
-                raise StdError(f"DEFINE: cannot compare a {_TYPE[ka]} with a {_TYPE[kb]} ({node.sql()!r})")
+            for k in ("str", "time"):
+                if k in (ka, kb) and not ({ka, kb} <= {k, "null"}):
+                    raise StdError(f"DEFINE: cannot compare a {_TYPE[ka]} with a {_TYPE[kb]} ({node.sql()!r})")
             out += [K.OP_CMP, _CMP[type(node)]]
             return "bool"
         if type(node) in _ARITH:
             ka = self.val(node.left, out, rowgen)
             kb = self.val(node.right, out, rowgen)
             op = _ARITH[type(node)]
-            if "str" in (ka, kb):
-                raise StdError(f"DEFINE: arithmetic on a string ({node.sql()!r})")
+            if "str" in (ka, kb) or "time" in (ka, kb):
+                raise StdError(f"DEFINE: arithmetic on a {'string' if 'str' in (ka, kb) else 'time'} is not "
+                               f"supported in a condition ({node.sql()!r}); compare times directly")
             if op == K.A_DIV and ka == kb == "int":
                 op = K.A_IDIV
             elif op == K.A_MOD and ka == kb == "int":
@@ -295,6 +316,17 @@ class _Compiler:
         if _is_call(node):
             return self.call(node, out, rowgen)
         raise StdError(f"DEFINE: {node.sql()!r} is not supported in a condition")
+
+    def kind(self, node) -> str:
+        """The kind of value ``node`` gives (its code compiled and thrown away)."""
+        saved = (len(self.code), len(self.consts), len(self.walks), self.dependent, self.dedup)
+        try:
+            return self.val(node, [], None)
+        finally:
+            del self.code[saved[0]:]
+            del self.consts[saved[1]:]
+            del self.walks[saved[2]:]
+            self.dependent, self.dedup = saved[3], saved[4]
 
     def derived(self, node, out: list, rowgen) -> str:
         found = {_table_var(c) for c in node.find_all(exp.Column) if c.table}

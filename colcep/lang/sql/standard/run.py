@@ -59,6 +59,7 @@ def _names(tbl: pa.Table) -> dict[str, str]:
 
 
 def _column(names: dict[str, str], name: str, clause: str) -> str:
+    name = name[1:-1] if len(name) > 1 and name[0] == name[-1] == '"' else name
     if name.lower() not in names:
         raise StdError(f"{clause}: no column {name!r} in the input (columns: {', '.join(names.values())})")
     return names[name.lower()]
@@ -97,7 +98,7 @@ def run_table(q: Query, tbl: pa.Table) -> pa.Table:
 
 def _codes(tbl: pa.Table, part: list[str]) -> tuple[np.ndarray, int]:
     """Per row its partition's number (partitions numbered in order of first appearance; NULL is
-    a partition), and how many there are."""
+    a partition, numbered last for a single column), and how many there are."""
     n = tbl.num_rows
     codes, count = np.zeros(n, np.int64), 1 if n else 0
     for j, c in enumerate(part):
@@ -115,34 +116,39 @@ def _codes(tbl: pa.Table, part: list[str]) -> tuple[np.ndarray, int]:
     return codes, count
 
 
-def time_ints(a):
-    """A time column as int64 nanoseconds (dates and timestamps from the epoch, times of day from
-    midnight, durations): one unit for every column."""
+def time_ints(a, unit: str):
+    """A time column as int64 in ``unit`` (dates and timestamps from the epoch, times of day from
+    midnight, durations); an ArrowInvalid when a value does not fit or would lose precision."""
     t = a.type
     if pa.types.is_date(t):
-        a, t = pc.cast(a, pa.timestamp("s")), pa.timestamp("s")
+        a, t = pc.cast(a, pa.timestamp("ms")), pa.timestamp("ms")
     if pa.types.is_timestamp(t):
-        target = pa.timestamp("ns", t.tz)
+        target = pa.timestamp(unit, t.tz)
     elif pa.types.is_time(t):
-        target = pa.time64("ns")
+        target = pa.time64(unit) if unit in ("us", "ns") else pa.time32(unit)
     else:
-        target = pa.duration("ns")
-    return pc.cast(pc.cast(a, target, safe=False), pa.int64())
+        target = pa.duration(unit)
+    return pc.cast(pc.cast(a, target), pa.int64())
 
 
-def _times_as_floats(times: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Time columns (int64 ns) as float64 that compare and subtract exactly: from the earliest
-    value of them all, in nanoseconds while the span fits float64's 53 bits (104 days), else in
-    microseconds (285 years)."""
-    present = [x[x != np.iinfo(np.int64).min] for x in times.values()]
-    present = [x for x in present if len(x)]
-    if not present:
-        return {k: np.full(len(x), np.nan) for k, x in times.items()}
-    lo, hi = min(int(x.min()) for x in present), max(int(x.max()) for x in present)
-    scale = 1 if hi - lo < 2 ** 53 else 1000
-    if (hi - lo) // scale >= 2 ** 53:
-        raise StdError("DEFINE: the time columns span more than 285 years, which conditions would compare inexactly")
-    return {k: (x - lo) // scale for k, x in times.items()}
+def _times_as_floats(times: dict[str, pa.Array]) -> dict[str, np.ndarray]:
+    """Time columns as float64 that compare exactly: in the finest unit (ns, us, ms, s) that holds
+    every value without overflow or loss, from the earliest value of them all, within float64's
+    53 bits (104 days at ns, 285 years at us); NULL as NaN."""
+    for unit in ("ns", "us", "ms", "s"):
+        try:
+            ints = {k: time_ints(a, unit) for k, a in times.items()}
+        except (pa.ArrowInvalid, OverflowError):
+            continue
+        present = [pc.min_max(x) for x in ints.values() if x.null_count < len(x)]
+        if not present:
+            return {k: np.full(len(x), np.nan) for k, x in ints.items()}
+        lo = min(mm["min"].as_py() for mm in present)
+        hi = max(mm["max"].as_py() for mm in present)
+        if hi - lo < 2 ** 53:
+            return {k: pc.subtract(x, lo).to_numpy(zero_copy_only=False).astype(np.float64) for k, x in ints.items()}
+    raise StdError("DEFINE: the time columns' values cannot be compared exactly in float64 (their span and "
+                   "precision are too large together)")
 
 
 def _sortable(a):
@@ -159,9 +165,13 @@ def _ordered(tbl: pa.Table, order: list[tuple[str, bool, bool]]) -> bool:
     tie = np.ones(tbl.num_rows - 1, bool)         # rows equal on the columns so far
     for c, desc, _ in order:
         col = _sortable(tbl.column(c))
-        if col.null_count or _kind(col.type) not in ("int", "float", "time"):
+        t = col.type
+        if col.null_count or not (pa.types.is_integer(t) or pa.types.is_floating(t) or _kind(t) == "time"):
             return False
-        x = (time_ints(col) if _kind(col.type) == "time" else col).to_numpy()
+        x = col.view(pa.int32() if t.bit_width == 32 else pa.int64()) if _kind(t) == "time" else col
+        x = x.to_numpy(zero_copy_only=False)
+        if pa.types.is_floating(t) and np.isnan(x).any():
+            return False
         step = (x[:-1] >= x[1:]) if desc else (x[:-1] <= x[1:])
         if not step[tie].all():
             return False
@@ -211,14 +221,11 @@ def _encode(prog: Program, work: pa.Table, names: dict[str, str], perm: np.ndarr
     dictionary = sorted(strings)
     lookup = pa.array(dictionary, pa.string())
     cols = np.empty((max(len(arrays), 1), work.num_rows))
-    times = {name: a for name, a in arrays.items() if prog.columns.kinds[name] == "time"}
-    nulls = {name: a.is_null().to_numpy(zero_copy_only=False) for name, a in times.items()}
-    times = _times_as_floats({name: pc.fill_null(time_ints(a), np.iinfo(np.int64).min).to_numpy()
-                              for name, a in times.items()})
+    times = _times_as_floats({name: a for name, a in arrays.items() if prog.columns.kinds[name] == "time"})
     for k, (name, a) in enumerate(arrays.items()):
         kind = prog.columns.kinds[name]
         if kind == "time":
-            cols[k] = np.where(nulls[name], np.nan, times[name].astype(np.float64))[perm]
+            cols[k] = times[name][perm]
             continue
         if kind == "str":
             v = pc.index_in(a, value_set=lookup)

@@ -224,7 +224,14 @@ def _check_nesting(clause: str, node, inside: str | None = None) -> None:
             if inside in _AGGREGATES or (inside in _NAVIGATION and not (
                     inside in ("PREV", "NEXT") and name in ("FIRST", "LAST"))):
                 raise StdError(f"{clause}: {name} cannot be nested in {inside} ({node.sql()!r})")
-            for a in _call(node)[1]:
+            args = _call(node)[1]
+            if name in ("PREV", "NEXT") and args and not (isinstance(args[0], exp.Func) and
+                                                          _call(args[0])[0] in ("FIRST", "LAST")):
+                for f in args[0].find_all(exp.Func):
+                    if _call(f)[0] in ("FIRST", "LAST"):
+                        raise StdError(f"{clause}: immediate nesting is required for pattern navigation functions: "
+                                       f"{_call(f)[0]} must be {name}'s argument itself ({node.sql()!r})")
+            for a in args:
                 _check_nesting(clause, a, name)
             return
     for child in node.iter_expressions():
