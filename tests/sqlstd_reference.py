@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from sqlglot import exp
 
-from colcep.lang.sql.standard.syntax import (ASSERT_START, CONSUME, JMP, MATCH, SPLIT, Query, StdError,
+from colcep.lang.sql.standard.syntax import (AGGREGATES, ASSERT_START, CONSUME, JMP, MATCH, SPLIT, Query, StdError,
                                              _call, _ident, _is_call, _table_var, compile_pattern, parse)
 
 __all__ = ["reference", "StdError"]
@@ -252,7 +252,7 @@ class Eval:
         if name in ("FIRST", "LAST"):
             row, expr_ = self.logical(node)
             return None if row is None else self.ev(expr_, row)
-        if name in _AGGS:
+        if name in AGGREGATES:
             return self.aggregate(name, args, final)
         raise StdError(f"function {name} not in the reference")
 
@@ -296,9 +296,6 @@ class Eval:
         if name == "AVG":
             return sum(vals) / len(vals)
         return (max if name == "MAX" else min)(vals)
-
-
-_AGGS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
 
 
 def _binary(node, a, b):

@@ -119,17 +119,11 @@ def java_tokens(src):
                 j = src.index('"""', j + 1)
             toks.append(("str", _text_block(src[i + 3:j]), i))
             i = j + 3
-        elif c == '"':
+        elif c in "\"'":                     # a string or char literal
             j = i + 1
-            while src[j] != '"':
+            while src[j] != c:
                 j += 2 if src[j] == "\\" else 1
-            toks.append(("str", _java_unescape(src[i + 1:j]), i))
-            i = j + 1
-        elif c == "'":
-            j = i + 1
-            while src[j] != "'":
-                j += 2 if src[j] == "\\" else 1
-            toks.append(("char", _java_unescape(src[i + 1:j]), i))
+            toks.append(("str" if c == '"' else "char", _java_unescape(src[i + 1:j]), i))
             i = j + 1
         elif c.isalpha() or c in "_$@":
             m = re.compile(r"@?[A-Za-z_$][A-Za-z0-9_$]*").match(src, i)

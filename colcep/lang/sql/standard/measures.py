@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from colcep.lang.sql.standard.program import ref_var
-from colcep.lang.sql.standard.syntax import StdError, _call, _ident, _is_call, _table_var
+from colcep.lang.sql.standard.syntax import AGGREGATES, StdError, _call, _ident, _is_call, _table_var
 
 
 @dataclass
@@ -323,7 +323,7 @@ class Frame:
             return self.ev(expr_, final, target)
         if name in ("FIRST", "LAST"):
             return self.ev(args[0], final, self.rows_of(ref_var(args[0]), name, _offset(args, 1, 0), final))
-        if name in _AGGREGATES:
+        if name in AGGREGATES:
             return self._aggregate(name, args, final)
         raise StdError(f"{self.clause}: the function {name} is not supported")
 
@@ -339,19 +339,16 @@ class Frame:
         vis = self.visible(final)
         if var is None:
             cnt = np.where(self.ok, vis, 0)
-            j = np.repeat(np.arange(self.n), cnt)
-            ramp = np.arange(len(j)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-            rows = self.mstart[j] + ramp
         else:
             cs, pos = self._counts(var)
-            lo, hi = cs[self.mlab], cs[self.mlab + vis]
-            cnt = np.where(self.ok, hi - lo, 0)
-            j = np.repeat(np.arange(self.n), cnt)
-            ramp = np.arange(len(j)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-            rows = self.mstart[j] + pos[lo[j] + ramp] - self.mlab[j]
+            lo = cs[self.mlab]
+            cnt = np.where(self.ok, cs[self.mlab + vis] - lo, 0)
+        j = np.repeat(np.arange(self.n), cnt)
+        ramp = np.arange(len(j)) - np.repeat(np.cumsum(cnt) - cnt, cnt)   # 0, 1, ... within each position
+        rows = self.mstart[j] + (ramp if var is None else pos[lo[j] + ramp] - self.mlab[j])
         if name == "COUNT" and (not args or allrows or isinstance(args[0], exp.Star)):
             return pa.array(cnt.astype(np.int64))
-        sub = Frame(self.mt, self.m[j], self.k[j], self.running)
+        sub = self.subset(j)
         vals = sub._full(sub.ev(args[0], final, rows))
         groups = pa.array(j, pa.int64())
         if name in ("MAX_BY", "MIN_BY"):
@@ -359,16 +356,11 @@ class Frame:
             keep = pc.is_valid(key)
             t = pa.table({"j": groups, "v": vals, "k": key}).filter(keep)
             t = t.sort_by([("j", "ascending"), ("k", "descending" if name == "MAX_BY" else "ascending")])
-            jj = t.column("j").to_numpy()
-            first = np.r_[True, jj[1:] != jj[:-1]] if len(jj) else np.zeros(0, bool)
-            return self._spread(jj[first], t.column("v").combine_chunks().filter(pa.array(first)), vals.type)
+            return self._first_of_each(t, vals.type)
         fn = {"COUNT": "count", "SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max", "ARRAY_AGG": "list",
               "ANY_VALUE": "first", "ARBITRARY": "first"}[name]
         if fn == "first":
-            t = pa.table({"j": groups, "v": vals}).filter(pc.is_valid(vals))
-            jj = t.column("j").to_numpy()
-            first = np.r_[True, jj[1:] != jj[:-1]] if len(jj) else np.zeros(0, bool)
-            return self._spread(jj[first], t.column("v").combine_chunks().filter(pa.array(first)), vals.type)
+            return self._first_of_each(pa.table({"j": groups, "v": vals}).filter(pc.is_valid(vals)), vals.type)
         g = pa.table({"j": groups, "v": vals}).group_by("j", use_threads=False).aggregate([("v", fn)])
         res = g.column(f"v_{fn}").combine_chunks()
         out = self._spread(g.column("j").to_numpy(), res, res.type)
@@ -379,13 +371,16 @@ class Frame:
             out = pc.if_else(pa.array(self.ok), out, pa.scalar(None, out.type))
         return out
 
+    def _first_of_each(self, t: pa.Table, type_) -> pa.Array:
+        """Per position, the value ``v`` of its first pair in ``t`` (pairs grouped by position ``j``)."""
+        jj = t.column("j").to_numpy()
+        first = np.r_[True, jj[1:] != jj[:-1]] if len(jj) else np.zeros(0, bool)
+        return self._spread(jj[first], t.column("v").combine_chunks().filter(pa.array(first)), type_)
+
     def _spread(self, j: np.ndarray, values: pa.Array, type_) -> pa.Array:
         idx = np.full(self.n, -1, np.int64)
         idx[j] = np.arange(len(j))
         return values.take(pa.array(idx, mask=idx < 0)) if len(values) else pa.nulls(self.n, type_)
-
-
-_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
 
 
 def _int_literal(node, default, what: str):

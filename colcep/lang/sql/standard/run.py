@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.engine.inputs import as_table
+from colcep.engine.keys import dictionary_encoded
 from colcep.engine.interrupt import call, new_stop_flag
 from colcep.errors import CapacityError
 from colcep.kernels import rowpattern as K
@@ -102,8 +103,9 @@ def _codes(tbl: pa.Table, part: list[str]) -> tuple[np.ndarray, int]:
     n = tbl.num_rows
     codes, count = np.zeros(n, np.int64), 1 if n else 0
     for j, c in enumerate(part):
-        col = tbl.column(c).combine_chunks()
-        enc = pc.dictionary_encode(col.dictionary_decode() if pa.types.is_dictionary(col.type) else col)
+        col = tbl.column(c)
+        # a dictionary column's own dictionary may hold a value twice or unused: its values are coded anew
+        enc = dictionary_encoded(_sortable(col) if pa.types.is_dictionary(col.type) else col)
         k = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
         if j == 0:                                  # codes in order of first appearance already
             codes, count = k, len(enc.dictionary) + (1 if col.null_count else 0)

@@ -203,8 +203,8 @@ def _check_variables(q: Query) -> None:
                 raise StdError(f"{clause}: {r!r} is not a pattern variable or SUBSET ({', '.join(sorted(known))})")
 
 
-_NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
-_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
+NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
+AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
 
 
 def _check_nesting(clause: str, node, inside: str | None = None) -> None:
@@ -212,7 +212,7 @@ def _check_nesting(clause: str, node, inside: str | None = None) -> None:
     navigation's argument no aggregate, and only PREV / NEXT may hold FIRST / LAST."""
     if isinstance(node, exp.Func):
         name = _call(node)[0]
-        if name in _AGGREGATES:
+        if name in AGGREGATES:
             if inside is not None:
                 raise StdError(f"{clause}: {name} cannot be nested in {inside} ({node.sql()!r})")
             if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
@@ -220,8 +220,8 @@ def _check_nesting(clause: str, node, inside: str | None = None) -> None:
             for a in _call(node)[1]:
                 _check_nesting(clause, a, name)
             return
-        if name in _NAVIGATION:
-            if inside in _AGGREGATES or (inside in _NAVIGATION and not (
+        if name in NAVIGATION:
+            if inside in AGGREGATES or (inside in NAVIGATION and not (
                     inside in ("PREV", "NEXT") and name in ("FIRST", "LAST"))):
                 raise StdError(f"{clause}: {name} cannot be nested in {inside} ({node.sql()!r})")
             args = _call(node)[1]
