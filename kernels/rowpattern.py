@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import grow
+from .vm import compare  # and its comparison codes (C_EQ ...), which OP_CMP takes
 
 # program
 CONSUME, SPLIT, JMP, ASSERT_START, ASSERT_END, MATCH = range(6)
@@ -43,7 +44,6 @@ ERR_NONE, ERR_SKIP_ABSENT, ERR_SKIP_FIRST_ROW, ERR_DIV_ZERO, ERR_THREADS, ERR_ST
  OP_LABREG, OP_LABCUR, OP_AGG, OP_CNT, OP_MATCHNO, OP_ARITH, OP_NEG, OP_ABS, OP_CMP, OP_AND, OP_OR, OP_NOT,
  OP_ISNULL, OP_IN, OP_JMP, OP_JNT, OP_JNN, OP_POP, OP_ROW_WALK, OP_AGGW, OP_FLOOR, OP_CEIL, OP_ROUND) = range(32)
 A_ADD, A_SUB, A_MUL, A_DIV, A_IDIV, A_MOD, A_IMOD = range(7)
-C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE = range(6)
 AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_ANY, AGG_MAX_BY, AGG_MIN_BY = range(8)
 G_N, G_VALID, G_SUM, G_MIN, G_MAX = range(5)
 GW = 5  # floats per aggregate group
@@ -247,22 +247,10 @@ def _core(code, lo, hi, consts, reg, row, start, pstart, pend, v, node, nd_pc, n
         elif op == OP_CMP:
             b2 = stack[sp - 1]
             a2 = stack[sp - 2]
-            k = code[pc + 1]
-            if a2 != a2 or b2 != b2:
-                x = np.nan
-            elif k == C_EQ:
-                x = 1.0 if a2 == b2 else 0.0
-            elif k == C_NE:
-                x = 1.0 if a2 != b2 else 0.0
-            elif k == C_LT:
-                x = 1.0 if a2 < b2 else 0.0
-            elif k == C_LE:
-                x = 1.0 if a2 <= b2 else 0.0
-            elif k == C_GT:
-                x = 1.0 if a2 > b2 else 0.0
+            if a2 != a2 or b2 != b2:  # NULL on either side: unknown (three-valued, unlike vm.compare alone)
+                stack[sp - 2] = np.nan
             else:
-                x = 1.0 if a2 >= b2 else 0.0
-            stack[sp - 2] = x
+                stack[sp - 2] = 1.0 if compare(code[pc + 1], a2, b2) else 0.0
             sp -= 1
             pc += 2
         elif op == OP_AND or op == OP_OR:
@@ -312,10 +300,12 @@ def _core(code, lo, hi, consts, reg, row, start, pstart, pend, v, node, nd_pc, n
         elif op == OP_CEIL:
             stack[sp - 1] = np.ceil(stack[sp - 1])
             pc += 1
-        elif op == OP_ROUND:  # half away from zero, to code[pc + 1] digits (negative: tens, hundreds...)
-            scale = 10.0 ** code[pc + 1]
+        elif op == OP_ROUND:
+            # half away from zero to n digits, consts[code[pc + 1]] = 10.0 ** n (n < 0: tens...); np.divide,
+            # unlike /, adds no ZeroDivisionError path to the loop (which made every condition 2.5x slower)
             x = stack[sp - 1]
-            stack[sp - 1] = np.sign(x) * np.floor(abs(x) * scale + 0.5) / scale
+            scale = consts[code[pc + 1]]
+            stack[sp - 1] = np.divide(np.sign(x) * np.floor(abs(x) * scale + 0.5), scale)
             pc += 2
         else:  # OP_AGGW: a walked aggregate, computed before the program ran
             stack[sp] = aggv[code[pc + 1]]

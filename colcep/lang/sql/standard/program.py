@@ -22,11 +22,12 @@ import numpy as np
 from sqlglot import exp
 
 from colcep.kernels import rowpattern as K
-from colcep.lang.sql.standard.syntax import (CONSUME, JMP, MATCH, SPLIT, Query, StdError, _call, _ident, _is_call, _table_var,
-                                             compile_pattern)
+from colcep.kernels import vm
+from colcep.lang.sql.standard.syntax import (AGGREGATES, CONSUME, JMP, MATCH, NAVIGATION, SPLIT, Query, StdError,
+                                             _call, _ident, _is_call, _table_var, compile_pattern)
 
 _ARITH = {exp.Add: K.A_ADD, exp.Sub: K.A_SUB, exp.Mul: K.A_MUL, exp.Div: K.A_DIV, exp.Mod: K.A_MOD}
-_CMP = {exp.EQ: K.C_EQ, exp.NEQ: K.C_NE, exp.LT: K.C_LT, exp.LTE: K.C_LE, exp.GT: K.C_GT, exp.GTE: K.C_GE}
+_CMP = {exp.EQ: vm.C_EQ, exp.NEQ: vm.C_NE, exp.LT: vm.C_LT, exp.LTE: vm.C_LE, exp.GT: vm.C_GT, exp.GTE: vm.C_GE}
 _FLOAT_TYPES = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
 _INT_TYPES = (exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT, exp.DataType.Type.TINYINT)
 _TYPE = {"str": "string", "int": "number", "float": "number", "bool": "boolean", "time": "time", "null": "NULL",
@@ -57,8 +58,7 @@ def is_rowwise(node) -> bool:
         not any(isinstance(f, exp.Anonymous) and f.name.upper().startswith("__") for f in node.find_all(exp.Anonymous))
 
 
-_NAV_AGG = {"PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", "COUNT", "SUM", "AVG", "MIN", "MAX",
-            "MAX_BY", "MIN_BY", "ARRAY_AGG", "ANY_VALUE", "ARBITRARY"}
+_NAV_AGG = NAVIGATION | AGGREGATES | {"CLASSIFIER", "MATCH_NUMBER"}
 
 
 @dataclass
@@ -202,13 +202,13 @@ class _Compiler:
                 self.row_of(_table_var(node) if node.table else None, "LAST", 0, out)
             out += [K.OP_COLAT, self.columns.index(node.name.lower())]
             return self.columns.kinds[node.name.lower()]
-        if isinstance(node, exp.Cast) and node.to.this in _FLOAT_TYPES and self.kind(node.this) in ("int", "float"):
-            self.val(node.this, out, rowgen)          # a number to a double: what the stack holds
-            return "float"
-        if isinstance(node, exp.Cast) and node.to.this in _INT_TYPES and self.kind(node.this) in ("int", "float"):
-            k = self.val(node.this, out, rowgen)
+        if isinstance(node, exp.Cast) and node.to.this in _FLOAT_TYPES + _INT_TYPES and \
+                self.kind(node.this) in ("int", "float"):
+            k = self.val(node.this, out, rowgen)      # a number to a double: what the stack holds
+            if node.to.this in _FLOAT_TYPES:
+                return "float"
             if k == "float":                          # a double to an integer rounds, as in Trino
-                out += [K.OP_ROUND, 0]
+                out += [K.OP_ROUND, self.const(1.0)]
             return "int"
         if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)) and not is_rowwise(node):
             k = self.val(node.this, out, rowgen)
@@ -219,7 +219,7 @@ class _Compiler:
                 if nd is not None and not (isinstance(lit, exp.Literal) and re.fullmatch(r"\d+", lit.this)):
                     raise StdError(f"DEFINE: ROUND takes an integer literal of digits ({node.sql()!r})")
                 digits = 0 if nd is None else (-int(lit.this) if neg else int(lit.this))
-                out += [K.OP_ROUND, digits]
+                out += [K.OP_ROUND, self.const(10.0 ** digits)]
             else:
                 out.append(K.OP_FLOOR if isinstance(node, exp.Floor) else K.OP_CEIL)
             return k
@@ -279,10 +279,10 @@ class _Compiler:
         if isinstance(node, exp.Between):
             self.val(node.this, out, rowgen)
             self.val(node.args["low"], out, rowgen)
-            out += [K.OP_CMP, K.C_GE]
+            out += [K.OP_CMP, vm.C_GE]
             self.val(node.this, out, rowgen)
             self.val(node.args["high"], out, rowgen)
-            out += [K.OP_CMP, K.C_LE, K.OP_AND]
+            out += [K.OP_CMP, vm.C_LE, K.OP_AND]
             return "bool"
         if isinstance(node, exp.In):
             self.val(node.this, out, rowgen)
@@ -472,11 +472,11 @@ class _Compiler:
         items = arr.expressions
         self.aggregate("COUNT", [exp.Star()] if var is None else [exp.Anonymous(this="__ALLROWS", expressions=[
             exp.to_identifier(var)])], out, None)
-        out += [K.OP_CONST, self.const(float(len(items))), K.OP_CMP, K.C_EQ]
+        out += [K.OP_CONST, self.const(float(len(items))), K.OP_CMP, vm.C_EQ]
         for k, item in enumerate(items):
             self.val(e, out, lambda o, k=k: self.row_of(var, "FIRST", k, o))
             self.val(item, out, None)
-            out += [K.OP_CMP, K.C_EQ, K.OP_AND]
+            out += [K.OP_CMP, vm.C_EQ, K.OP_AND]
         if isinstance(node, exp.NEQ):
             out.append(K.OP_NOT)
         return "bool"
