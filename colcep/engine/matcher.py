@@ -521,7 +521,7 @@ class Matcher:
         # the old runs, the kernel's new ones and, while those grow, their old copy: 3 x at most
         max_all_runs = max(1, runs // T // (3 * run_bytes(prog.v_width)))
         caps = [int(p.buffer.row.shape[0]) for p in st.parts()]
-        other = st.nbytes() - st.buffer_bytes() - st.run_bytes() + self._out_bytes()  # rows, history, ...
+        other = st.other_bytes() + self._out_bytes()  # rows, history, ...
         room = B - work - runs - other - sum(caps) * slot_bytes
         share = max(0, room // T // slot_bytes)
         return [(max_runs, max(1, int(p.buffer.row.shape[0]) + share), max_out, max_all_runs) for p in parts]

@@ -403,9 +403,14 @@ class MatcherState:
         """Bytes the state holds, every array at its capacity: runs, held matches, the match
         buffer, the per-key arrays, the input rows kept for the output, rows waiting for the
         watermark, history (not the Python objects of the key and string codes)."""
+        return self.run_bytes() + self.buffer_bytes() + self.other_bytes()
+
+    def other_bytes(self) -> int:
+        """Bytes of what the state holds besides runs, held matches and buffers: the per-key
+        arrays, the retained input rows, rows waiting for the watermark, history."""
         keyed = sum(_cap_bytes(a) for a in (self.start_dead, self.key_last_ts))
         keyed += sum(_cap_bytes(p.start_dead) for p in self.shards or [])
         rows = self.retained_bytes()
         pend = self.pending.nbytes if self.pending is not None else 0
         hist = self.history.nbytes if self.history is not None else 0
-        return self.run_bytes() + self.buffer_bytes() + keyed + rows + pend + hist
+        return keyed + rows + pend + hist

@@ -1,0 +1,119 @@
+"""``colcep.engine.interrupt.call`` runs a kernel inline in the main thread and still stops it on
+Ctrl-C: the signal's wakeup byte reaches a watcher thread that sets the stop flag, and the
+handler SIGINT had gets the signal once the kernel has returned. Each case runs in a child
+process (signals and wakeup descriptors are process-wide)."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PRELUDE = """
+import os, signal, sys, threading, time
+import numpy as np
+from numba import njit
+from colcep.engine import interrupt
+
+@njit(nogil=True, cache=False)
+def spin(stop, seconds):
+    # polls only the flag, as the kernels do: no Python runs in here, so only the watcher can stop it
+    # (the opaque call keeps the flag's load in the loop)
+    t0 = 0.0
+    while stop[0] == 0 and t0 < seconds * 1e8:
+        t0 += np.random.random() + 0.5
+    return stop[0]
+
+spin(np.ones(1, np.uint8), 0.0)
+stop = interrupt.new_stop_flag()
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t0 = time.monotonic()
+"""
+
+
+def run(body: str) -> str:
+    r = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_ctrl_c_stops_an_inline_kernel_and_raises_after_it_returned():
+    out = run("""
+        assert threading.current_thread() is threading.main_thread()
+        try:
+            interrupt.call(spin, stop, 60.0, stop=stop)
+        except KeyboardInterrupt:
+            took = time.monotonic() - t0
+            assert stop[0] == 1 and took < 5, took
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            assert signal.set_wakeup_fd(-1) == -1  # put back: there was none
+            print("interrupted")
+        """)
+    assert out.strip() == "interrupted"
+
+
+def test_a_users_handler_gets_the_signal_and_is_put_back():
+    out = run("""
+        got = []
+        def mine(signum, frame):
+            got.append(signum)
+        signal.signal(signal.SIGINT, mine)
+        r = interrupt.call(spin, stop, 60.0, stop=stop)  # no KeyboardInterrupt: the handler is the user's
+        assert r == 1 and got == [signal.SIGINT], got
+        assert signal.getsignal(signal.SIGINT) is mine
+        print("handled")
+        """)
+    assert out.strip() == "handled"
+
+
+def test_an_event_loops_wakeup_descriptor_is_kept_and_gets_the_byte():
+    out = run("""
+        r_fd, w_fd = os.pipe()
+        os.set_blocking(w_fd, False)
+        signal.set_wakeup_fd(w_fd)
+        try:
+            interrupt.call(spin, stop, 60.0, stop=stop)
+        except KeyboardInterrupt:
+            pass
+        assert signal.set_wakeup_fd(w_fd) == w_fd  # the loop's descriptor is back
+        os.set_blocking(r_fd, False)
+        time.sleep(0.2)
+        assert signal.SIGINT in os.read(r_fd, 64)  # and it saw the signal
+        print("forwarded")
+        """)
+    assert out.strip() == "forwarded"
+
+
+def test_an_ignored_sigint_stops_nothing():
+    out = run("""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        r = interrupt.call(spin, stop, 1.0, stop=stop)
+        assert r == 0 and stop[0] == 0
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        print("ignored")
+        """)
+    assert out.strip() == "ignored"
+
+
+@pytest.mark.parametrize("where", ["worker", "thread"])
+def test_off_the_inline_path_the_call_still_stops(where):
+    """Where the signal cannot be watched (``_watcher()`` None: off POSIX, or a SIGINT handler not
+    set from Python) the kernel runs on a worker thread; from another thread it runs inline."""
+    body = {"worker": """
+        interrupt._watcher = lambda: None
+        try:
+            interrupt.call(spin, stop, 60.0, stop=stop)
+        except KeyboardInterrupt:
+            assert stop[0] == 1 and time.monotonic() - t0 < 5
+            print("stopped")
+        """, "thread": """
+        out, done = [], threading.Event()
+        threading.Thread(target=lambda: (out.append(interrupt.call(spin, stop, 1.0, stop=stop)), done.set())).start()
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            done.wait()
+        assert out == [0]  # a thread's kernel is not stopped by the main thread's signal
+        print("stopped")
+        """}[where]
+    assert run(body).strip() == "stopped"
