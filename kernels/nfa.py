@@ -72,8 +72,9 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_LIVE, PM_NK, any_expired, fit_park, grow_park, min_spos, park, park_fits, park_pass, park_room,
-                   park_table, pool_room, prune, sort_timeouts, take_woken, timeouts, wake_parked)
+from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, min_spos, park, park_fits, park_pass,
+                   park_room, park_start, park_table, pool_room, prune, sort_timeouts, start_park, take_woken, timeouts,
+                   wake_final, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, VW, compare, v_update
 
@@ -122,7 +123,7 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake,
-                        row_lo, n_rows, jc, row, t, g, pk_idx, parking, stop):
+                        row_lo, n_rows, jc, row, t, g, PK, parking, stop, P, k):
     """Phase 2, Flink's ``computeNextStates`` for every run in start order, then for the start
     run: a DFS over PROCEED edges whose conditions hold collects the TAKE / IGNORE edges; TAKE
     appends a node to the buffer and updates the run's V; a run reaching the final state is a
@@ -131,7 +132,9 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
     completed matches ``npot``, whether the list grew in place (``fast``), and the new ``dead``,
     ``stamp``, ``min_wake``; ``nb`` is -1 when ``stop[0]`` was set meanwhile (checked every 1,024
     runs, so that an event with millions of runs does not hold up an interrupt: the caller
-    undoes the call)."""
+    undoes the call). When the key parks and the start run's one TAKE edge leads to a parkable
+    state (``PK[6]``: ``park.start_park``), the run it makes is parked at once
+    (``park.park_start``) instead of being listed and parked after the step."""
     (st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a, cond_b, code, consts,
      vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge) = prog[:18]
     window = opts[0]
@@ -142,6 +145,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
     run_flag, m_aux, ht_run, ht_gen = aux
     stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp = S[0], S[1], S[2], S[3], S[4], S[5], S[6]
     n_row, n_stage, n_parent, n_ref, meta = buf
+    pk_idx, pk_full, start_tr = PK[0], PK[5], PK[6][0]
     cap = W_state.shape[0] // 2
     zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
     npot = 0
@@ -165,10 +169,25 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
         if is_start:
             if start_mask[row] == 0:
                 continue  # the start run takes nothing here
+            if start_tr >= 0 and parking:  # its run goes straight to the park
+                stamp += 1
+                if cond(tr_cond[start_tr], cond_kind, cond_a, cond_b, code, consts, row, masks, cols, W_v, zero_off,
+                        vm_stack, c_val, c_stamp, stamp):
+                    stg = st_stage[start_state]
+                    node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, stg, -1)
+                    n_ref[node1] += 1
+                    s1 = tr_tgt[start_tr]
+                    park_start(P, k, PK[2], PK[3], PK[4], pk_idx[s1], s1, node1, t, g, W_v, zero_off, vw, vg_stage,
+                               vg_col, stg, row, code, consts, masks, cols, vm_stack)
+                continue
         else:
             wake = W_wake[ao + i]
             parks = parking and pk_idx[W_state[ao + i]] >= 0  # parked again: this event only is checked
-            if wake <= jc and sleep_cond[W_state[ao + i]] >= 0:
+            check = wake <= jc and sleep_cond[W_state[ao + i]] >= 0
+            if wake < -1:  # woken from the park at this event: its threshold holds here
+                wake = jc
+                check = pk_full[pk_idx[W_state[ao + i]]] != 0  # a conjunction: the rest is checked
+            if check:
                 wake = next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code, consts,
                                   masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
                                   jc + 1 if parks else n_rows, ts, last_time(W_sts[ao + i], window))
@@ -530,7 +549,12 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
             else:  # 2. computeNextStates
                 if final_tick:
                     break
-                if pm[PM_NK] > 0:  # the woken parked runs join the list, in start order (the other half)
+                if pm[PM_NK] > 0 and PK[7][0] and na == 0 and nh == 0:
+                    # each woken run completes here (park.wake_final, no skip) and no listed run or
+                    # held match of the key can come before its match: emitted straight from the park
+                    npend = emit_woken(P, g, prog[1], pend_node, pend_g, pend_flag, pend_tts, npend, n_row, n_stage,
+                                       n_parent, n_ref, meta)
+                elif pm[PM_NK] > 0:  # the woken parked runs join the list, in start order (the other half)
                     dst = (1 - a_half) * cap
                     na = take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst,
                                     j - 1)
@@ -540,7 +564,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 na0 = na
                 bo, nb, npot, fast, dead, stamp, min_wake = compute_next_states(
                     prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake, row_lo,
-                    n_rows, j - 1, row, t, g, pk_idx, parking, stop)
+                    n_rows, j - 1, row, t, g, PK, parking, stop, P, k)
                 if nb < 0:
                     code_ = INTERRUPTED
                     break
@@ -667,6 +691,9 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     # parked runs (kernels/park.py): per state whether its waiting runs park, and the park
     PK = park_table(prog[0], prog[15], prog[7], prog[8], prog[9], prog[14], prog[10], st_merge, merging)
     pk_idx = PK[0]
+    PK = PK + (np.array([start_park(prog[0], prog[3], prog[4], prog[5], prog[2], pk_idx)], np.int64),
+               np.array([skip_code == NO_SKIP and wake_final(prog[0], prog[3], prog[4], prog[5], prog[6], pk_idx,
+                                                             PK[5])], np.int64))
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     park_min = opts[9]
     P = fit_park(park_, PK[1].shape[0], vw, n_keys)

@@ -39,11 +39,11 @@ import numpy as np
 from numba import njit
 
 from .arrays import grow
-from .buffer import compare_paths, release
-from .codes import BIG, COND_PROGRAM, NORMAL, TIME_MAX
+from .buffer import alloc, compare_paths, release
+from .codes import BIG, COND_PROGRAM, FINAL, IGNORE, NORMAL, PROCEED, TAKE, TIME_MAX
 from .runs import expired
 from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_COL, OP_CONST, OP_ISIN, OP_ISNULL,
-                 OP_MASK, OP_NOT, OP_OR, compare, eval_value)
+                 OP_MASK, OP_NOT, OP_OR, VW, compare, eval_value, v_update)
 
 # The park's arrays, in this order (``new_park``): the pool (a slot per parked run: state,
 # node, start time and position, sequence number (-1: free; -2 - seq: quarantined), V, key,
@@ -184,6 +184,55 @@ def park_table(st_kind, sleep_cond, cond_kind, cond_a, cond_b, cond_thr, code, s
         pk_full[m] = full
         m += 1
     return pk_idx, pk_col[:max(m, 1)], pk_op[:max(m, 1)], pk_t0[:max(m, 1)], pk_t1[:max(m, 1)], pk_full[:max(m, 1)]
+
+
+@njit(cache=True, nogil=True)
+def start_park(st_kind, tr_ptr, tr_act, tr_tgt, start_state, pk_idx):
+    """The start state's TAKE edge when its runs can be parked as they are made (``park_start``,
+    no listing): the start state has that one TAKE edge and no PROCEED edge, and its target is a
+    parkable state with no PROCEED edge (a run there cannot complete at the event it is made);
+    else -1."""
+    take = -1
+    for tr in range(tr_ptr[start_state], tr_ptr[start_state + 1]):
+        if tr_act[tr] == PROCEED:
+            return -1
+        if tr_act[tr] == TAKE:
+            if take >= 0:
+                return -1
+            take = tr
+    if take < 0:
+        return -1
+    s1 = tr_tgt[take]
+    if st_kind[s1] != NORMAL or pk_idx[s1] < 0:
+        return -1
+    for tr in range(tr_ptr[s1], tr_ptr[s1 + 1]):
+        if tr_act[tr] == PROCEED:
+            return -1
+    return take
+
+
+@njit(cache=True, nogil=True)
+def wake_final(st_kind, tr_ptr, tr_act, tr_tgt, tr_cond, pk_idx, pk_full):
+    """Whether every run a threshold wakes completes there and is gone (``emit_woken``): each
+    parkable state's threshold is its whole condition (not ``pk_full``), its one TAKE edge leads
+    to the final state and its IGNORE edges are conditional (never taken where the condition
+    holds: skip-till-next, not skip-till-any)."""
+    for s in range(pk_idx.shape[0]):
+        if pk_idx[s] < 0:
+            continue
+        if pk_full[pk_idx[s]] != 0:
+            return False
+        takes = 0
+        for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+            if tr_act[tr] == TAKE:
+                takes += 1
+                if st_kind[tr_tgt[tr]] != FINAL:
+                    return False
+            elif tr_act[tr] != IGNORE or tr_cond[tr] < 0:
+                return False
+        if takes != 1:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -409,14 +458,12 @@ def compact_heap(P, k, c):
 
 
 # ----------------------------------------------------------------------------- parking
-@njit(cache=True, nogil=True, _nrt=False)
-def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, vw, code, consts, masks, cols,
-         vm_stack):
-    """Park a run of key ``k`` (room must have been made): its fields and V (at ``v[voff]``) go
-    to a free slot, its threshold (the program ``code[t0:t1]`` over its V) to the key's heap
-    ``idx`` (not when it is null: such a run never wakes) and its start to the key's start heap."""
-    (P_state, P_node, P_sts, P_spos, P_seq, P_v, P_free, P_key, P_thr, P_idx) = P[:10]
-    AK, AS, AQ, SEG, KL, pm = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[P_KL], P[P_PM]
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _new_slot(P, k, state, node, sts, spos):
+    """A pool slot for a run of key ``k`` (room must have been made), its fields set; returns
+    (slot, sequence number)."""
+    (P_state, P_node, P_sts, P_spos, P_seq) = P[:5]
+    P_free, P_key, KL, pm = P[P_FREE_LIST], P[P_KEY], P[P_KL], P[P_PM]
     if pm[PM_FREE] > 0:
         pm[PM_FREE] -= 1
         slot = P_free[pm[PM_FREE]]
@@ -433,13 +480,19 @@ def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff
     P_spos[slot] = spos
     P_seq[slot] = seq
     P_key[slot] = k
-    b = slot * vw
-    for jj in range(vw):
-        P_v[b + jj] = v[voff + jj]
+    return slot, seq
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, vm_stack, vw):
+    """Index a parked run (its V in place): its start in the key's start heap, its threshold (the
+    program ``code[t0:t1]`` over its V) in the key's heap ``idx``, unless null (it never wakes)."""
+    P_thr, P_idx, P_v = P[P_THR], P[P_IDX], P[P_V]
+    AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
     c = 3 * (SEG.shape[1] // 3 - 1)  # the start heap
     _h_push(AK, AS, AQ, SEG[k, c], SEG[k, c + 1], float(spos), slot, seq)
     SEG[k, c + 1] += 1
-    thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, P_v, b, vm_stack)
+    thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, P_v, slot * vw, vm_stack)
     if thr == thr:
         op = pk_op[idx]
         key = thr if (op == C_GT or op == C_GE) else -thr
@@ -450,6 +503,37 @@ def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff
     else:
         P_thr[slot] = np.nan
         P_idx[slot] = -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, vw, code, consts, masks, cols,
+         vm_stack):
+    """Park a run of key ``k`` (room must have been made): its fields and V (at ``v[voff]``) go
+    to a free slot, its threshold to the key's heap ``idx`` and its start to the start heap."""
+    slot, seq = _new_slot(P, k, state, node, sts, spos)
+    P_v = P[P_V]
+    b = slot * vw
+    for jj in range(vw):
+        P_v[b + jj] = v[voff + jj]
+    _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, vm_stack, vw)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def park_start(P, k, pk_op, pk_t0, pk_t1, idx, state, node, t, g, v, zero_off, vw, vg_stage, vg_col, stg, row,
+               code, consts, masks, cols, vm_stack):
+    """Park the run that key ``k``'s start run makes by taking event ``row`` (stream position
+    ``g``, time ``t``, stage ``stg``) straight into parkable state ``state``, without listing it
+    first: its V is the empty one (``v[zero_off]``) with the event accounted, written in its slot."""
+    slot, seq = _new_slot(P, k, state, node, t, g)
+    P_v = P[P_V]
+    b = slot * vw
+    for jj in range(vw):
+        P_v[b + jj] = v[zero_off + jj]
+    for vg in range(vg_stage.shape[0]):
+        if vg_stage[vg] == stg:
+            c = vg_col[vg]
+            v_update(P_v, b + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
+    _index_slot(P, k, slot, seq, g, idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, vm_stack, vw)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -630,24 +714,31 @@ def _k_down(P_spos, K_slot, K_seq, lo, n, i):
         i = c
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _still_parked(P):
+    """The woken list cut to the runs still parked (a time-out or pruning may have discarded
+    some), sorted by start position; returns their number and empties the list's count."""
+    P_seq, K_slot, K_seq, pm = P[P_SEQ], P[K_SLOT], P[K_SEQ], P[P_PM]
+    nk = 0
+    for q in range(pm[PM_NK]):
+        if P_seq[K_slot[q]] == K_seq[q]:
+            K_slot[nk] = K_slot[q]
+            K_seq[nk] = K_seq[q]
+            nk += 1
+    pm[PM_NK] = 0
+    _sort_woken(P, 0, nk)
+    return nk
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst, jc):
     """Merge the woken runs that are still parked (a time-out or pruning may have discarded
     some) into the list ``W[ao:ao+na]`` by start position, writing the merged list at ``dst``
     (room was made; the woken runs' V get new arena slots); they leave the pool. Returns the
     merged list's length; the woken list is emptied."""
-    P_state, P_node, P_sts, P_spos, P_seq, P_v = P[:6]
-    K_slot, K_seq, pm = P[K_SLOT], P[K_SEQ], P[P_PM]
-    nk = pm[PM_NK]
-    w = 0
-    for q in range(nk):  # the ones still parked
-        if P_seq[K_slot[q]] == K_seq[q]:
-            K_slot[w] = K_slot[q]
-            K_seq[w] = K_seq[q]
-            w += 1
-    nk = w
-    pm[PM_NK] = 0
-    _sort_woken(P, 0, nk)
+    P_state, P_node, P_sts, P_spos, P_v = P[P_STATE], P[P_NODE], P[P_STS], P[P_SPOS], P[P_V]
+    K_slot = P[K_SLOT]
+    nk = _still_parked(P)
     a = 0
     q = 0
     x = dst
@@ -666,7 +757,7 @@ def take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, a
             W_node[x] = P_node[slot]
             W_sts[x] = P_sts[slot]
             W_spos[x] = P_spos[slot]
-            W_wake[x] = jc
+            W_wake[x] = -2 - jc  # woken at ``jc`` (its threshold holds there: nfa.compute_next_states)
             W_vs[x] = v_at[0]
             b = v_at[0] * vw
             v_at[0] += 1
@@ -676,6 +767,29 @@ def take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, a
             q += 1
         x += 1
     return x - dst
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def emit_woken(P, g, st_stage, pend_node, pend_g, pend_flag, pend_tts, npend, n_row, n_stage, n_parent, n_ref,
+               meta):
+    """The woken runs that are still parked, when each completes at the event that woke it
+    (``wake_final``) and nothing else of the key is listed or held: in start order, each leaves
+    the pool and its match (the run's path and the event, at its state's stage) is emitted at
+    stream position ``g``, as stepping them would (room was made). Returns ``npend``."""
+    P_state, P_node, K_slot = P[P_STATE], P[P_NODE], P[K_SLOT]
+    for q in range(_still_parked(P)):
+        slot = K_slot[q]
+        node0 = P_node[slot]
+        node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, st_stage[P_state[slot]], node0)
+        n_ref[node1] += 1  # the emitted match's reference
+        release(n_row, n_stage, n_parent, n_ref, meta, node0)  # the run's
+        unpark(P, slot)
+        pend_node[npend] = node1
+        pend_g[npend] = g
+        pend_flag[npend] = 0
+        pend_tts[npend] = 0
+        npend += 1
+    return npend
 
 
 @njit(cache=True, nogil=True, _nrt=False)

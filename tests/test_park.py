@@ -283,3 +283,20 @@ def test_shapes_equal_the_reference(shape, skip):
         ref, ref_to = engine_reference(case, timeouts)
         assert sorted(map(_key, got)) == sorted(map(_key, ref))
         assert sorted((_key(m), t) for m, t in got_to) == sorted((_key(m), t) for m, t in ref_to)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("skip", list(SKIPS))
+def test_parked_runs_give_what_stepping_them_gives(shape, skip, monkeypatch):
+    """The park's shortcuts (a start parked as it is made, a woken run that completes emitted from
+    the park, ``kernels.park.park_start`` / ``emit_woken``) give the rows, order and match ids of
+    stepping every run on every event (no key parks)."""
+    from colcep.engine import program as cprog
+    p = SHAPES[shape].skip(SKIPS[skip])
+    tbl, park_min = _ticks(1500, 2, 11), cprog.PARK_MIN
+    for timeouts in (False, True):
+        parked = _run(p, tbl, timeouts)
+        monkeypatch.setattr(cprog, "PARK_MIN", 1 << 62)
+        stepped = _run(p, tbl, timeouts)
+        monkeypatch.setattr(cprog, "PARK_MIN", park_min)
+        assert stepped.num_rows > 0 and parked.equals(stepped)
