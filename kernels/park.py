@@ -775,8 +775,11 @@ def emit_woken(P, g, st_stage, pend_node, pend_g, pend_flag, pend_tts, npend, n_
     """The woken runs that are still parked, when each completes at the event that woke it
     (``wake_final``) and nothing else of the key is listed or held: in start order, each leaves
     the pool and its match (the run's path and the event, at its state's stage) is emitted at
-    stream position ``g``, as stepping them would (room was made). Returns ``npend``."""
+    stream position ``g``, as stepping them would (room was made), in the held-match queue's
+    order: by start event, then (runs of one start, e.g. after an optional stage) by path.
+    Returns ``npend``."""
     P_state, P_node, K_slot = P[P_STATE], P[P_NODE], P[K_SLOT]
+    npend0 = npend
     for q in range(_still_parked(P)):
         slot = K_slot[q]
         node0 = P_node[slot]
@@ -789,6 +792,8 @@ def emit_woken(P, g, st_stage, pend_node, pend_g, pend_flag, pend_tts, npend, n_
         pend_flag[npend] = 0
         pend_tts[npend] = 0
         npend += 1
+    if npend - npend0 > 1:  # (in start order already: only runs of one start move)
+        sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
     return npend
 
 
@@ -797,7 +802,8 @@ def sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, lo, hi, n_row, n_stage
     """Put the partial matches that timed out at one event (``pend[lo:hi]``) in the order of
     their paths (``compare_paths``: by start event first), whichever of the list of runs or the
     park they came from: the order does not depend on where runs were kept. Insertion sort:
-    the two sources are each in start order already."""
+    the two sources are each in start order already. (``emit_woken`` puts the matches it emits
+    at one event in this order too.)"""
     for i in range(lo + 1, hi):
         nd = pend_node[i]
         gg = pend_g[i]
