@@ -1,7 +1,8 @@
 """``colcep.engine.interrupt.call`` runs a kernel inline in the main thread and still stops it on
-Ctrl-C: the signal's wakeup byte reaches a watcher thread that sets the stop flag, and the
-handler SIGINT had gets the signal once the kernel has returned. Each case runs in a child
-process (signals and wakeup descriptors are process-wide)."""
+Ctrl-C: the signal's wakeup byte reaches a watcher thread that sets the stop flag, and
+``KeyboardInterrupt`` is raised once the kernel has returned. Where the caller's own handlers
+must run while the kernel does, it runs on a worker thread. Each case runs in a child process
+(signals and wakeup descriptors are process-wide)."""
 import subprocess
 import sys
 import textwrap
@@ -52,18 +53,53 @@ def test_ctrl_c_stops_an_inline_kernel_and_raises_after_it_returned():
     assert out.strip() == "interrupted"
 
 
-def test_a_users_handler_gets_the_signal_and_is_put_back():
+def test_the_next_call_is_not_stopped_by_an_earlier_signal():
+    out = run("""
+        try:
+            interrupt.call(spin, stop, 60.0, stop=stop)
+        except KeyboardInterrupt:
+            pass
+        again = interrupt.new_stop_flag()
+        t1 = time.monotonic()
+        r = interrupt.call(spin, again, 0.5, stop=again)
+        assert r == 0 and time.monotonic() - t1 > 0.2, (r, time.monotonic() - t1)
+        print("ran")
+        """)
+    assert out.strip() == "ran"
+
+
+def test_a_users_handler_decides_what_ctrl_c_does():
+    """A SIGINT handler of the caller's runs while the kernel does (on a worker thread); one that
+    does not raise lets the kernel finish."""
     out = run("""
         got = []
         def mine(signum, frame):
-            got.append(signum)
+            got.append((signum, time.monotonic() - t0))
         signal.signal(signal.SIGINT, mine)
-        r = interrupt.call(spin, stop, 60.0, stop=stop)  # no KeyboardInterrupt: the handler is the user's
-        assert r == 1 and got == [signal.SIGINT], got
+        r = interrupt.call(spin, stop, 1.0, stop=stop)
+        assert r == 0 and len(got) == 1 and got[0][1] < 0.6, got  # handled at once, not stopped
         assert signal.getsignal(signal.SIGINT) is mine
         print("handled")
         """)
     assert out.strip() == "handled"
+
+
+def test_another_signals_handler_runs_beside_the_kernel():
+    """A time limit's SIGALRM handler raises its own exception while the kernel runs (inline, it
+    would run inside Numba's boxing of the result and come out as a SystemError)."""
+    out = run("""
+        def limit(signum, frame):
+            raise TimeoutError("time limit")
+        signal.signal(signal.SIGALRM, limit)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the prelude's timer sends one)
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            interrupt.call(spin, stop, 60.0, stop=stop)
+        except TimeoutError:
+            assert time.monotonic() - t0 < 5 and stop[0] == 1 and interrupt.settled()  # the kernel stopped too
+            print("limited")
+        """)
+    assert out.strip() == "limited"
 
 
 def test_an_event_loops_wakeup_descriptor_is_kept_and_gets_the_byte():

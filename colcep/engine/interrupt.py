@@ -6,13 +6,17 @@ only has to set it. From the main thread, :func:`call` runs the kernel inline wh
 thread sets the flag: during the call, Python's C-level signal handler writes the signal's
 number to a pipe (``signal.set_wakeup_fd``) that the watcher reads, and SIGINT's Python
 handler is swapped for one that only records it. When the kernel has returned, the handler
-and the wakeup descriptor are put back, the recorded signal is handed to the original
-handler (``KeyboardInterrupt``, by default) and the caller rolls its state back (the kernel's
-partial work is discarded). Running inline costs a few microseconds a call; a worker thread
-(the fallback where the wakeup descriptor cannot be used: off POSIX, or with a SIGINT handler
-Python did not install) costs a handoff each call and made P5's scan 15-25 % slower in CPU
-time, the kernel reading on one core what Python wrote on the other. From any other thread
-the kernel runs inline, uninterruptible (Python delivers signals to the main thread only).
+and the wakeup descriptor are put back and a recorded signal raises ``KeyboardInterrupt``; the
+caller rolls its state back (the kernel's partial work is discarded). Running inline costs a
+few microseconds a call; a worker thread costs a handoff each call and made P5's scan 15-25 %
+slower in CPU time, the kernel reading on one core what Python wrote on the other.
+
+The worker thread stays where a handler of the caller's must run while the kernel does, as it
+would beside Python code: a SIGINT handler other than Python's default (an event loop's, a
+shell's: it decides what Ctrl-C does), or any other signal's Python handler (a time limit's
+SIGALRM, a SIGTERM: inline, it would run inside Numba's boxing of the kernel's result, where
+what it raises becomes a ``SystemError``); and off POSIX. From any other thread the kernel
+runs inline, uninterruptible (Python delivers signals to the main thread only).
 """
 from __future__ import annotations
 
@@ -57,11 +61,10 @@ def _result(fut: Future, tick: Callable[[], None] | None = None) -> Any:
     """``fut.result()``, waited for in short timed waits: each returns to Python, which then
     runs any pending signal handler (Ctrl-C), and ``tick()`` when given (a progress meter)."""
     while True:
-        try:
-            return fut.result(timeout=POLL_SECONDS)
-        except TimeoutError:
-            if tick is not None:
-                tick()
+        if wait([fut], timeout=POLL_SECONDS).done:  # (not fut.result's TimeoutError: a handler may raise one)
+            return fut.result()
+        if tick is not None:
+            tick()
 
 
 def new_stop_flag() -> np.ndarray:
@@ -70,7 +73,8 @@ def new_stop_flag() -> np.ndarray:
 
 class _Watcher:
     """A daemon thread reading the wakeup pipe: a SIGINT byte sets the current call's stop
-    flag; every byte is passed on to the wakeup descriptor the call displaced (an event loop's)."""
+    flag; every signal byte is passed on to the wakeup descriptor the call displaced (an event
+    loop's); a zero byte (``sync``) tells the call that every byte before it was handled."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -78,6 +82,7 @@ class _Watcher:
         os.set_blocking(self.write_fd, False)  # as set_wakeup_fd requires
         self.stop: np.ndarray | None = None
         self.displaced = -1
+        self.synced = threading.Event()
         threading.Thread(target=self._run, name="colcep-ctrl-c", daemon=True).start()
 
     def _run(self) -> None:
@@ -88,14 +93,31 @@ class _Watcher:
             stop, displaced = self.stop, self.displaced
             if stop is not None and signal.SIGINT in data:
                 stop[0] = 1
-            if displaced >= 0:
+            signals = data.replace(b"\0", b"")
+            if displaced >= 0 and signals:
                 try:
-                    os.write(displaced, data)
+                    os.write(displaced, signals)
                 except OSError:
                     pass
+            if len(signals) < len(data):
+                self.synced.set()
+
+    def sync(self) -> None:
+        """Wait until the watcher has handled every byte written so far (so that none of this
+        call's stops a later call or reaches a later call's displaced descriptor)."""
+        try:
+            os.write(self.write_fd, b"\0")
+        except OSError:
+            return
+        self.synced.wait(GRACE_SECONDS)
+        self.synced.clear()
 
 
 _WATCHER: _Watcher | None = None
+# signals whose Python handler (if any) rules out running a kernel inline: the handler would run
+# inside Numba's boxing of the kernel's result, where an exception it raises becomes a SystemError
+_OTHER_SIGNALS = [s for s in signal.valid_signals()
+                  if s not in (signal.SIGINT, getattr(signal, "SIGKILL", None), getattr(signal, "SIGSTOP", None))]
 
 
 def _watcher() -> _Watcher | None:
@@ -109,21 +131,40 @@ def _watcher() -> _Watcher | None:
         return _WATCHER
 
 
+def _other_handlers() -> bool:
+    """Does a signal other than SIGINT have a handler written in Python?"""
+    for s in _OTHER_SIGNALS:
+        try:
+            if callable(_signal.getsignal(s)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
     """``fn(*args)``, interruptible by Ctrl-C when called from the main thread: the signal sets
-    ``stop[0]``, the kernel returns at its next look at it, and the call then raises
-    ``KeyboardInterrupt`` (or whatever SIGINT's handler does)."""
+    ``stop[0]``, the kernel returns at its next look at it, and the call raises
+    ``KeyboardInterrupt``.
+
+    Inline (see the module docstring) when SIGINT's handler is Python's default and no other
+    signal has a Python handler; on a worker thread when a handler of the caller's (an event
+    loop's, a shell's, a time limit's) is to run while the kernel does, as it would in Python
+    code; inline and unwatched when SIGINT is ignored or left to end the process. (Putting an
+    event loop's wakeup descriptor back sets ``warn_on_full_buffer=False`` on it: Python does not
+    say what it was.)"""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     handler = _signal.getsignal(signal.SIGINT)
-    if handler == signal.SIG_IGN:
-        return fn(*args)
-    w = _watcher() if handler is not None else None
+    unwatched = handler == signal.SIG_IGN or handler == signal.SIG_DFL
+    w = _watcher() if (handler is signal.default_int_handler or unwatched) and not _other_handlers() else None
     if w is None:
         return _call_on_worker(fn, args, stop)
+    if unwatched:
+        return fn(*args)
     caught: list = []
 
-    def record(signum: int, frame: Any) -> None:  # (a SIGINT tripped before the pipe was set)
+    def record(signum: int, frame: Any) -> None:  # (also a SIGINT tripped before the pipe was set)
         stop[0] = 1
         caught.append(frame)
 
@@ -134,30 +175,24 @@ def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
         try:
             return fn(*args)
         finally:
-            signal.set_wakeup_fd(w.displaced, warn_on_full_buffer=False)
+            signal.set_wakeup_fd(w.displaced, warn_on_full_buffer=False)  # (pending handlers run here)
+            if caught:
+                w.sync()
     finally:
         w.stop, w.displaced = None, -1
         _signal.signal(signal.SIGINT, handler)
         if caught:
-            _deliver(handler, caught[0])
-
-
-def _deliver(handler: Any, frame: Any) -> None:
-    """Hand a SIGINT recorded during a call to the handler it displaced."""
-    if callable(handler):
-        handler(signal.SIGINT, frame)
-    elif handler == signal.SIG_DFL:
-        signal.raise_signal(signal.SIGINT)
+            handler(signal.SIGINT, caught[0])
 
 
 def _call_on_worker(fn: Callable[..., Any], args: tuple, stop: np.ndarray) -> Any:
-    """``fn(*args)`` on a worker thread while the main thread waits where Python delivers
-    ``KeyboardInterrupt``; on it, sets ``stop[0]``, waits up to ``GRACE_SECONDS`` for the kernel
-    to notice, and raises."""
+    """``fn(*args)`` on a worker thread while the main thread waits where Python runs signal
+    handlers; on ``KeyboardInterrupt`` (or whatever else a handler raises) sets ``stop[0]``,
+    waits up to ``GRACE_SECONDS`` for the kernel to notice, and raises."""
     fut = _pool().submit(fn, *args)
     try:
         return _result(fut)
-    except KeyboardInterrupt:
+    except BaseException:
         stop[0] = 1
         try:
             fut.result(timeout=GRACE_SECONDS)
