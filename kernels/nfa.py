@@ -73,10 +73,10 @@ from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
 from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, min_spos, park, park_fits, park_pass,
-                   park_room, park_start, park_table, pool_room, prune, sort_timeouts, start_park, take_woken, timeouts,
+                   park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park, take_woken, timeouts,
                    wake_final, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
-from .vm import C_GE, C_GT, STACK, VW, compare, v_update
+from .vm import C_GE, C_GT, STACK, compare, v_take
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
 J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS, PARKS = range(16)
@@ -315,10 +315,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                     for jj in range(vw):
                         W_v[xo + jj] = W_v[voff + jj]
                     if stg >= 0:
-                        for vg in range(vg_stage.shape[0]):
-                            if vg_stage[vg] == stg:
-                                c = vg_col[vg]
-                                v_update(W_v, xo + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
+                        v_take(W_v, xo, vg_stage, vg_col, stg, cols, row, g)
                     wake = jc + 1  # the next event this run must see
                     if parking and pk_idx[s1] >= 0:
                         wake = BIG  # parked after this step: the park wakes it
@@ -545,7 +542,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 if not timed_out:
                     continue
                 if npend - npend0 > 1:  # in path order, wherever the runs were kept
-                    sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
+                    sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
             else:  # 2. computeNextStates
                 if final_tick:
                     break

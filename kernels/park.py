@@ -43,7 +43,7 @@ from .buffer import alloc, compare_paths, release
 from .codes import BIG, COND_PROGRAM, FINAL, IGNORE, NORMAL, PROCEED, TAKE, TIME_MAX
 from .runs import expired
 from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_COL, OP_CONST, OP_ISIN, OP_ISNULL,
-                 OP_MASK, OP_NOT, OP_OR, VW, compare, eval_value, v_update)
+                 OP_MASK, OP_NOT, OP_OR, compare, eval_value, v_take)
 
 # The park's arrays, in this order (``new_park``): the pool (a slot per parked run: state,
 # node, start time and position, sequence number (-1: free; -2 - seq: quarantined), V, key,
@@ -529,10 +529,7 @@ def park_start(P, k, pk_op, pk_t0, pk_t1, idx, state, node, t, g, v, zero_off, v
     b = slot * vw
     for jj in range(vw):
         P_v[b + jj] = v[zero_off + jj]
-    for vg in range(vg_stage.shape[0]):
-        if vg_stage[vg] == stg:
-            c = vg_col[vg]
-            v_update(P_v, b + vg * VW, cols[c, row] if c >= 0 else 0.0, g)
+    v_take(P_v, b, vg_stage, vg_col, stg, cols, row, g)
     _index_slot(P, k, slot, seq, g, idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, vm_stack, vw)
 
 
@@ -793,12 +790,12 @@ def emit_woken(P, g, st_stage, pend_node, pend_g, pend_flag, pend_tts, npend, n_
         pend_tts[npend] = 0
         npend += 1
     if npend - npend0 > 1:  # (in start order already: only runs of one start move)
-        sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
+        sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
     return npend
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def sort_timeouts(pend_node, pend_g, pend_flag, pend_tts, lo, hi, n_row, n_stage, n_parent):
+def sort_by_path(pend_node, pend_g, pend_flag, pend_tts, lo, hi, n_row, n_stage, n_parent):
     """Put the partial matches that timed out at one event (``pend[lo:hi]``) in the order of
     their paths (``compare_paths``: by start event first), whichever of the list of runs or the
     park they came from: the order does not depend on where runs were kept. Insertion sort:

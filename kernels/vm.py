@@ -50,6 +50,16 @@ def v_update(v, base, x, pos):
         v[base + V_LAST_POS] = pos
 
 
+@njit(cache=True, nogil=True, inline="always")
+def v_take(v, base, vg_stage, vg_col, stg, cols, row, pos):
+    """Account event ``row`` (stream position ``pos``) of stage ``stg`` in the V at ``v[base]``:
+    in each of its groups of that stage."""
+    for vg in range(vg_stage.shape[0]):
+        if vg_stage[vg] == stg:
+            c = vg_col[vg]
+            v_update(v, base + vg * VW, cols[c, row] if c >= 0 else 0.0, pos)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def v_init(v):
     """An empty V: counts and sums 0, the rest null."""

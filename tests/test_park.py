@@ -190,7 +190,7 @@ def test_park_matches_a_python_model(op, ops, strict):
     assert spos.tolist() == [sp for _, sp, _ in want] and node.tolist() == [model[s][3] for _, _, s in want]
 
 
-def test_sort_timeouts_orders_by_path():
+def test_sort_by_path_orders_timeouts_by_path():
     n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(16)
     a = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 5, 0, -1)
     b1 = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 9, 1, a)
@@ -200,7 +200,7 @@ def test_sort_timeouts_orders_by_path():
     g = np.array([1, 2, 3, 4], np.int64)
     flag = np.ones(4, np.int32)
     tts = np.array([10, 20, 30, 40], np.int64)
-    kp.sort_timeouts(node, g, flag, tts, 0, 4, n_row, n_stage, n_parent)
+    kp.sort_by_path(node, g, flag, tts, 0, 4, n_row, n_stage, n_parent)
     assert node.tolist() == [c, a, b0, b1] and tts.tolist() == [30, 20, 40, 10]
 
 

@@ -120,11 +120,9 @@ _OTHER_SIGNALS = [s for s in signal.valid_signals()
                   if s not in (signal.SIGINT, getattr(signal, "SIGKILL", None), getattr(signal, "SIGSTOP", None))]
 
 
-def _watcher() -> _Watcher | None:
-    """The process's watcher (a new one after a fork), or None where signals cannot be watched."""
+def _watcher() -> _Watcher:
+    """The process's watcher (a new one after a fork)."""
     global _WATCHER
-    if os.name != "posix":
-        return None
     with _LOCK:
         if _WATCHER is None or _WATCHER.pid != os.getpid():
             _WATCHER = _Watcher()
@@ -157,11 +155,11 @@ def call(fn: Callable[..., Any], *args: Any, stop: np.ndarray) -> Any:
         return fn(*args)
     handler = _signal.getsignal(signal.SIGINT)
     unwatched = handler == signal.SIG_IGN or handler == signal.SIG_DFL
-    w = _watcher() if (handler is signal.default_int_handler or unwatched) and not _other_handlers() else None
-    if w is None:
+    if os.name != "posix" or not (unwatched or handler is signal.default_int_handler) or _other_handlers():
         return _call_on_worker(fn, args, stop)
     if unwatched:
         return fn(*args)
+    w = _watcher()
     caught: list = []
 
     def record(signum: int, frame: Any) -> None:  # (also a SIGINT tripped before the pipe was set)

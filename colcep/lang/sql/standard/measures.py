@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from colcep.lang.sql.standard.program import ref_var
-from colcep.lang.sql.standard.syntax import AGGREGATES, StdError, _call, _ident, _is_call, _table_var
+from colcep.lang.sql.standard.syntax import AGGREGATES, StdError, _call, _ident, _is_call, _table_var, int_literal
 
 
 @dataclass
@@ -187,7 +187,7 @@ class Frame:
             return v if pa.types.is_integer(v.type) else (pc.floor if isinstance(node, exp.Floor) else pc.ceil)(v)
         if isinstance(node, exp.Round):
             v = self.ev(node.this, final, at)
-            digits = _int_literal(node.args.get("decimals"), 0, f"{self.clause}: ROUND")
+            digits = int_literal(node.args.get("decimals"), 0, f"{self.clause}: ROUND")
             if pa.types.is_integer(v.type) and digits >= 0:
                 return v
             return pc.round(v, digits, round_mode="half_towards_infinity")
@@ -206,8 +206,8 @@ class Frame:
             fn = {"LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}.get(side, pc.utf8_trim)
             return fn(v, chars.this)
         if isinstance(node, exp.Substring):
-            start = _int_literal(node.args.get("start"), None, f"{self.clause}: SUBSTRING")
-            n = _int_literal(node.args.get("length"), None, f"{self.clause}: SUBSTRING")
+            start = int_literal(node.args.get("start"), None, f"{self.clause}: SUBSTRING")
+            n = int_literal(node.args.get("length"), None, f"{self.clause}: SUBSTRING")
             v = self._str(node.this, final, at)
             if start == 0 or (n is not None and n <= 0):        # Trino: position 0 gives ''
                 return pc.utf8_slice_codeunits(v, 0, 0)
@@ -383,24 +383,8 @@ class Frame:
         return values.take(pa.array(idx, mask=idx < 0)) if len(values) else pa.nulls(self.n, type_)
 
 
-def _int_literal(node, default, what: str):
-    """An integer literal argument (``-3`` included), ``default`` when absent."""
-    if node is None:
-        return default
-    neg = isinstance(node, exp.Neg)
-    lit = node.this if neg else node
-    if not isinstance(lit, exp.Literal) or lit.is_string or not re.fullmatch(r"\d+", lit.this):
-        raise StdError(f"{what} takes an integer literal here, not {node.sql()!r}")
-    return -int(lit.this) if neg else int(lit.this)
-
-
 def _offset(args, k: int, default: int) -> int:
-    if len(args) <= k:
-        return default
-    a = args[k]
-    if not isinstance(a, exp.Literal) or a.is_string or not re.fullmatch(r"\d+", a.this):
-        raise StdError(f"navigation offset must be a non-negative integer literal, not {a.sql()!r}")
-    return int(a.this)
+    return int_literal(args[k] if len(args) > k else None, default, "a navigation's offset", non_negative=True)
 
 
 def rowwise(node, table: pa.Table, names: dict[str, str]) -> pa.Array:

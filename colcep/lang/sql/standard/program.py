@@ -24,7 +24,8 @@ from sqlglot import exp
 from colcep.kernels import rowpattern as K
 from colcep.kernels import vm
 from colcep.lang.sql.standard.syntax import (AGGREGATES, CONSUME, JMP, MATCH, NAVIGATION, SPLIT, Query, StdError,
-                                             _call, _ident, _is_call, _table_var, compile_pattern)
+                                             _call, _ident, _is_call, _table_var, compile_pattern,
+                                             int_literal)
 
 _ARITH = {exp.Add: K.A_ADD, exp.Sub: K.A_SUB, exp.Mul: K.A_MUL, exp.Div: K.A_DIV, exp.Mod: K.A_MOD}
 _CMP = {exp.EQ: vm.C_EQ, exp.NEQ: vm.C_NE, exp.LT: vm.C_LT, exp.LTE: vm.C_LE, exp.GT: vm.C_GT, exp.GTE: vm.C_GE}
@@ -213,12 +214,7 @@ class _Compiler:
         if isinstance(node, (exp.Floor, exp.Ceil, exp.Round)) and not is_rowwise(node):
             k = self.val(node.this, out, rowgen)
             if isinstance(node, exp.Round):
-                nd = node.args.get("decimals")
-                neg = isinstance(nd, exp.Neg)
-                lit = nd.this if neg else nd
-                if nd is not None and not (isinstance(lit, exp.Literal) and re.fullmatch(r"\d+", lit.this)):
-                    raise StdError(f"DEFINE: ROUND takes an integer literal of digits ({node.sql()!r})")
-                digits = 0 if nd is None else (-int(lit.this) if neg else int(lit.this))
+                digits = int_literal(node.args.get("decimals"), 0, "DEFINE: ROUND")
                 out += [K.OP_ROUND, self.const(10.0 ** digits)]
             else:
                 out.append(K.OP_FLOOR if isinstance(node, exp.Floor) else K.OP_CEIL)
@@ -382,12 +378,8 @@ class _Compiler:
             out += [K.OP_ROW_FIRST, s, n]
 
     def offset(self, args, k: int, what: str) -> int:
-        if len(args) <= k:
-            return 1 if what in ("PREV", "NEXT") else 0
-        a = args[k]
-        if not isinstance(a, exp.Literal) or a.is_string or not re.fullmatch(r"\d+", a.this):
-            raise StdError(f"DEFINE: the offset of {what} must be a non-negative integer literal, not {a.sql()!r}")
-        return int(a.this)
+        return int_literal(args[k] if len(args) > k else None, 1 if what in ("PREV", "NEXT") else 0,
+                           f"DEFINE: the offset of {what}", non_negative=True)
 
     def call(self, node, out: list, rowgen) -> str:  # noqa: C901
         name, args, final = _call(node)

@@ -527,3 +527,14 @@ def _call(node) -> tuple[str, list, bool | None]:
     return name, args, final
 
 
+def int_literal(node, default: Any, what: str, non_negative: bool = False) -> Any:
+    """An integer literal argument (``-3`` included unless ``non_negative``), ``default`` when
+    absent; anything else is a ``StdError`` naming ``what``."""
+    if node is None:
+        return default
+    neg = isinstance(node, exp.Neg) and not non_negative
+    lit = node.this if neg else node
+    if not isinstance(lit, exp.Literal) or lit.is_string or not re.fullmatch(r"\d+", lit.this):
+        kind = "a non-negative integer literal" if non_negative else "an integer literal"
+        raise StdError(f"{what} takes {kind} here, not {node.sql()!r}")
+    return -int(lit.this) if neg else int(lit.this)
