@@ -72,9 +72,9 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, min_spos, park, park_fits, park_pass,
-                   park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park, take_woken, timeouts,
-                   wake_final, wake_parked)
+from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds, park,
+                   park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park,
+                   take_woken, timeouts, wake_final, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, compare, v_take
 
@@ -432,8 +432,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     code, consts = prog[10], prog[11]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
-    P_sts, P_seq, AK, AS, AQ, SEG, KL, pm = P[2], P[4], P[11], P[12], P[13], P[14], P[15], P[18]
-    n_pk = SEG.shape[1] // 3 - 1
+    AK, SEG, KL, pm = P[11], P[14], P[15], P[18]
+    n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     p_node = done[0]
     hq_sts = Q[0]
@@ -494,10 +494,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                         if compare(op, cols[pk_col[i], row], key if (op == C_GT or op == C_GE) else -key):
                             wake_parked(P, k, pk_col, pk_op, row, cols)
                             break
-                if window > 0 and SEG[k, 3 * n_pk + 1] > 0:
-                    top = SEG[k, 3 * n_pk]
-                    if P_seq[AS[top]] != AQ[top] or expired(t, P_sts[AS[top]], window):
-                        parked_expire = any_expired(P, k, t, window)
+                if window > 0 and may_expire(P, k, t, window):
+                    parked_expire = any_expired(P, k, t, window)
             if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
                     and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
                 # every run waits past this event, none times out and nothing starts: the

@@ -10,13 +10,16 @@ go to a slot of a pool, and per key binary heaps index it,
 - per parkable state, a min-heap on the threshold (its negation for ``<`` / ``<=``), so the
   runs an event wakes are the heap's top entries: an event that wakes nothing costs one
   comparison per parkable state, a wake O(log R);
-- one min-heap on the start position (``spos``), for the window's time-outs, the skip
-  strategies' pruning and the release of held matches, which act on the oldest runs first.
+- the start order (``spos``), for the window's time-outs, the skip strategies' pruning and
+  the release of held matches, which act on the oldest runs first: a queue of the runs parked
+  in start order (as a start run parks at its first event, they almost all are: a push appends,
+  a pop advances the queue's offset), and a min-heap for the others (a run woken and parked
+  again); the oldest run is the older of the two tops.
 
 The park is part of the carried state (``colcep.engine.state.Park``): a run stays parked from
 one call to the next, so a call costs what its events wake and time out, not the key's runs.
 One pool serves all keys of a part; each key's heaps are segments of one heap arena
-(``SEG[k]``: offset, entries, capacity per heap), moved to the arena's end when they fill and
+(``SEG[k]``: offset, entries, capacity per heap, the start queue's included), moved to the arena's end when they fill and
 packed together when the arena grows. Entries are deleted lazily: every park gets a sequence
 number, a heap entry whose slot no longer holds that number is stale and is dropped when it
 reaches the top (or when a key's heap is compacted, once it holds more than twice the key's
@@ -49,7 +52,7 @@ from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_CO
 # node, start time and position, sequence number (-1: free; -2 - seq: quarantined), V, key,
 # heap key (NaN: in no threshold heap)), the free list, the quarantine, the heap arena (key,
 # slot, sequence number per entry), SEG (per key and heap: offset, entries, capacity; heap
-# ``n_idx`` is the start heap), KL (live parked runs per key), the woken list (slot, sequence
+# ``n_idx`` is the start heap, ``n_idx + 1`` the start queue), KL (live parked runs per key), the woken list (slot, sequence
 # number) and ``pm``. P_IDX is a slot's threshold heap (-1: none), for ``undo_call``.
 (P_STATE, P_NODE, P_STS, P_SPOS, P_SEQ, P_V, P_FREE_LIST, P_KEY, P_THR, P_IDX, P_QUAR, A_KEY, A_SLOT, A_SEQ, P_SEG,
  P_KL, K_SLOT, K_SEQ, P_PM) = range(19)
@@ -58,6 +61,39 @@ from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_CO
 # began (-1: none open), live parked runs
 PM_FREE, PM_HIGH, PM_SEQ, PM_NK, PM_QN, PM_AHIGH, PM_AGARB, PM_SEQ0, PM_LIVE = range(9)
 N_PM = 9
+# A slot's fields but V are one record (a row of 64 bytes: one cache line, where eight arrays
+# cost a park, a wake or a time-out eight misses); P_STATE .. P_IDX are its columns, as views.
+N_REC = 8
+
+
+@njit(cache=True, nogil=True)
+def _slot_views(rec):
+    """The pool's per-slot arrays (state, node, start time, start position, sequence number,
+    key, heap key, threshold heap) as columns of the records ``rec`` (at least 2 rows, so that
+    every view is strided: one array type whatever the size)."""
+    return (rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 4], rec[:, 5], rec.view(np.float64)[:, 6],
+            rec[:, 7])
+
+
+@njit(cache=True, nogil=True)
+def _new_slots(cap, old):
+    """Records for ``cap`` slots (>= 2), as ``_slot_views``, the slots of the views ``old`` (state ..
+    idx, ``P_STATE`` order) copied in, the others free."""
+    rec = np.empty((max(cap, 2), N_REC), np.int64)
+    state, node, sts, spos, seq, key, thr, idx = _slot_views(rec)
+    n = old[0].shape[0]
+    for i in range(n):  # (a record at a time: one pass over the memory)
+        state[i] = old[0][i]
+        node[i] = old[1][i]
+        sts[i] = old[2][i]
+        spos[i] = old[3][i]
+        seq[i] = old[4][i]
+        key[i] = old[5][i]
+        thr[i] = old[6][i]
+        idx[i] = old[7][i]
+    for i in range(n, rec.shape[0]):
+        seq[i] = -1
+    return state, node, sts, spos, seq, key, thr, idx
 
 
 @njit(cache=True, nogil=True)
@@ -240,11 +276,13 @@ def new_park(n_idx, cap, vw, n_keys):
     """Empty park storage for ``cap`` runs, ``n_keys`` keys and ``n_idx`` threshold heaps a key."""
     pm = np.zeros(N_PM, np.int64)
     pm[PM_SEQ0] = -1
-    return (np.empty(cap, np.int32), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
-            np.full(cap, -1, np.int64), np.empty(cap * vw, np.float64), np.empty(cap, np.int64),
-            np.empty(cap, np.int64), np.empty(cap, np.float64), np.empty(cap, np.int64), np.empty(cap, np.int64),
+    cap = max(cap, 2)
+    z = np.empty(0, np.int64)
+    state, node, sts, spos, seq, key, thr, idx = _new_slots(cap, (z, z, z, z, z, z, np.empty(0, np.float64), z))
+    return (state, node, sts, spos, seq, np.empty(cap * vw, np.float64), np.empty(cap, np.int64),
+            key, thr, idx, np.empty(cap, np.int64),
             np.empty(0, np.float64), np.empty(0, np.int64), np.empty(0, np.int64),
-            np.zeros((n_keys, 3 * (n_idx + 1)), np.int64), np.zeros(n_keys, np.int64),
+            np.zeros((n_keys, 3 * (n_idx + 2)), np.int64), np.zeros(n_keys, np.int64),
             np.empty(cap, np.int64), np.empty(cap, np.int64), pm)
 
 
@@ -255,7 +293,7 @@ def fit_park(P, n_idx, vw, n_keys):
     when ``P`` was made for another shape (only ``state.Park.empty()`` is: a part's park is made
     for its program at its first call)."""
     SEG, KL = P[P_SEG], P[P_KL]
-    if SEG.shape[1] != 3 * (n_idx + 1) or (P[P_STATE].shape[0] > 0 and P[P_V].shape[0] != P[P_STATE].shape[0] * vw):
+    if SEG.shape[1] != 3 * (n_idx + 2) or (P[P_STATE].shape[0] > 0 and P[P_V].shape[0] != P[P_STATE].shape[0] * vw):
         return new_park(n_idx, 16, vw, n_keys)
     if SEG.shape[0] >= n_keys:
         return P
@@ -333,18 +371,10 @@ def grow_park(P, k, need, vw):
     cap = P_state.shape[0]
     if pool_room(P) < need:
         n2 = max(2 * cap, pm[PM_HIGH] + need + 16)
-        P_state = grow(P_state, n2)
-        P_node = grow(P_node, n2)
-        P_sts = grow(P_sts, n2)
-        P_spos = grow(P_spos, n2)
-        s2 = np.full(n2, -1, np.int64)
-        s2[:cap] = P_seq
-        P_seq = s2
+        P_state, P_node, P_sts, P_spos, P_seq, P_key, P_thr, P_idx = _new_slots(
+            n2, (P_state, P_node, P_sts, P_spos, P_seq, P_key, P_thr, P_idx))
         P_v = grow(P_v, n2 * vw)
         P_free = grow(P_free, n2)
-        P_key = grow(P_key, n2)
-        P_thr = grow(P_thr, n2)
-        P_idx = grow(P_idx, n2)
         P_quar = grow(P_quar, n2)
         K_slot = grow(K_slot, n2)
         K_seq = grow(K_seq, n2)
@@ -380,7 +410,15 @@ def grow_park(P, k, need, vw):
 
 # ----------------------------------------------------------------------------- heaps
 # A heap is a segment ``[b, b + n)`` of the arena (key, slot, sequence number); the start heap's
-# key is the start position (exact in a float64 below 2^53).
+# key is the start position (exact in a float64 below 2^53). The start queue is a segment sorted
+# by (start position, sequence number), so a heap too; its pop advances its offset (the entry
+# left behind is the arena's garbage until it is packed).
+@njit(cache=True, nogil=True, inline="always")
+def n_thresholds(SEG):
+    """The threshold heaps a key has (its first segments; then the start heap and queue)."""
+    return SEG.shape[1] // 3 - 2
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _less(K, Q, a, b):
     return K[a] < K[b] or (K[a] == K[b] and Q[a] < Q[b])
@@ -489,9 +527,16 @@ def _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, m
     program ``code[t0:t1]`` over its V) in the key's heap ``idx``, unless null (it never wakes)."""
     P_thr, P_idx, P_v = P[P_THR], P[P_IDX], P[P_V]
     AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    c = 3 * (SEG.shape[1] // 3 - 1)  # the start heap
-    _h_push(AK, AS, AQ, SEG[k, c], SEG[k, c + 1], float(spos), slot, seq)
-    SEG[k, c + 1] += 1
+    cq = SEG.shape[1] - 3  # the start queue, if the run comes last in start order, else the heap
+    b, n = SEG[k, cq], SEG[k, cq + 1]
+    if n == 0 or AK[b + n - 1] <= spos:  # (a later park has a greater sequence number)
+        AK[b + n] = float(spos)
+        AS[b + n] = slot
+        AQ[b + n] = seq
+        SEG[k, cq + 1] = n + 1
+    else:
+        _h_push(AK, AS, AQ, SEG[k, cq - 3], SEG[k, cq - 2], float(spos), slot, seq)
+        SEG[k, cq - 2] += 1
     thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, P_v, slot * vw, vm_stack)
     if thr == thr:
         op = pk_op[idx]
@@ -559,7 +604,7 @@ def wake_parked(P, k, pk_col, pk_op, row, cols):
     P_seq, AK, AS, AQ, SEG, K_slot, K_seq, pm = (P[P_SEQ], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[K_SLOT],
                                                  P[K_SEQ], P[P_PM])
     nk = pm[PM_NK]
-    for i in range(SEG.shape[1] // 3 - 1):
+    for i in range(n_thresholds(SEG)):
         b = SEG[k, 3 * i]
         n = SEG[k, 3 * i + 1]
         if n == 0:
@@ -585,47 +630,88 @@ def wake_parked(P, k, pk_col, pk_op, row, cols):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def min_spos(P, k):
-    """The start position of key ``k``'s oldest parked run (``BIG``: none); drops stale tops."""
-    P_seq, P_spos, AK, AS, AQ, SEG = P[P_SEQ], P[P_SPOS], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    c = SEG.shape[1] - 3
-    b = SEG[k, c]
-    n = SEG[k, c + 1]
+def _oldest(P, k):
+    """(segment, arena index) of key ``k``'s oldest parked run's start entry, the start queue's
+    or the start heap's top, after dropping their stale tops; (-1, -1): none."""
+    P_seq, AK, AS, AQ, SEG, pm = P[P_SEQ], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[P_PM]
+    cq = SEG.shape[1] - 3
+    ch = cq - 3
+    b, n = SEG[k, cq], SEG[k, cq + 1]
+    d = 0
+    while d < n and P_seq[AS[b + d]] != AQ[b + d]:
+        d += 1
+    if d > 0:
+        _q_pop(SEG, pm, k, cq, d)
+    b, n = SEG[k, ch], SEG[k, ch + 1]
     while n > 0 and P_seq[AS[b]] != AQ[b]:
         _h_pop(AK, AS, AQ, b, n)
         n -= 1
-    SEG[k, c + 1] = n
-    return P_spos[AS[b]] if n > 0 else BIG
+    SEG[k, ch + 1] = n
+    if SEG[k, cq + 1] == 0:
+        return (ch, b) if n > 0 else (-1, -1)
+    if n == 0 or _less(AK, AQ, SEG[k, cq], b):
+        return cq, SEG[k, cq]
+    return ch, b
 
 
-@njit(cache=True, nogil=True, inline="always")
-def oldest_slot(P, k):
-    """The slot at the top of key ``k``'s start heap, stale or not (-1: empty)."""
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _q_pop(SEG, pm, k, cq, d):
+    """Drop the first ``d`` entries of key ``k``'s start queue."""
+    SEG[k, cq] += d
+    SEG[k, cq + 1] -= d
+    SEG[k, cq + 2] -= d
+    pm[PM_AGARB] += d
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _pop_start(P, k, c):
+    """Remove the top of key ``k``'s start segment ``c`` (``_oldest``'s)."""
     SEG = P[P_SEG]
-    c = SEG.shape[1] - 3
-    return P[A_SLOT][SEG[k, c]] if SEG[k, c + 1] > 0 else -1
+    if c == SEG.shape[1] - 3:
+        _q_pop(SEG, P[P_PM], k, c, 1)
+    else:
+        _h_pop(P[A_KEY], P[A_SLOT], P[A_SEQ], SEG[k, c], SEG[k, c + 1])
+        SEG[k, c + 1] -= 1
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def min_spos(P, k):
+    """The start position of key ``k``'s oldest parked run (``BIG``: none); drops stale tops."""
+    c, i = _oldest(P, k)
+    return P[P_SPOS][P[A_SLOT][i]] if c >= 0 else BIG
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def any_expired(P, k, t, window):
     """Whether the window of one of key ``k``'s parked runs has passed at time ``t``."""
-    if window <= 0 or min_spos(P, k) == BIG:
+    if window <= 0:
         return False
-    return expired(t, P[P_STS][oldest_slot(P, k)], window)
+    c, i = _oldest(P, k)
+    return c >= 0 and expired(t, P[P_STS][P[A_SLOT][i]], window)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def may_expire(P, k, t, window):
+    """A first look, at an event: whether a top of key ``k``'s start queue or heap is stale or
+    its window has passed (then ``any_expired`` tells)."""
+    P_sts, P_seq, AS, AQ, SEG = P[P_STS], P[P_SEQ], P[A_SLOT], P[A_SEQ], P[P_SEG]
+    for c in range(SEG.shape[1] - 6, SEG.shape[1], 3):
+        if SEG[k, c + 1] > 0:
+            top = SEG[k, c]
+            if P_seq[AS[top]] != AQ[top] or expired(t, P_sts[AS[top]], window):
+                return True
+    return False
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def pop_oldest(P, k):
     """Unpark key ``k``'s oldest parked run and return its slot (its fields stay readable until
     the slot is reused); -1 when none."""
-    if min_spos(P, k) == BIG:
+    c, i = _oldest(P, k)
+    if c < 0:
         return -1
-    AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    c = SEG.shape[1] - 3
-    b = SEG[k, c]
-    slot = AS[b]
-    _h_pop(AK, AS, AQ, b, SEG[k, c + 1])
-    SEG[k, c + 1] -= 1
+    slot = P[A_SLOT][i]
+    _pop_start(P, k, c)
     unpark(P, slot)
     return slot
 
@@ -639,16 +725,16 @@ def timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, p
     any_ = False
     if window <= 0:
         return False, npend
-    AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    c = SEG.shape[1] - 3
-    while min_spos(P, k) != BIG:  # (the start heap's top is live now)
-        b = SEG[k, c]
-        slot = AS[b]
+    AS = P[A_SLOT]
+    while True:
+        c, i = _oldest(P, k)
+        if c < 0:
+            break
+        slot = AS[i]
         sts = P_sts[slot]
         if not ((final_tick and t == TIME_MAX) or expired(t, sts, window)):
             break
-        _h_pop(AK, AS, AQ, b, SEG[k, c + 1])
-        SEG[k, c + 1] -= 1
+        _pop_start(P, k, c)
         unpark(P, slot)
         any_ = True
         node = P_node[slot]
@@ -897,7 +983,7 @@ def undo_call(P):
     pm[PM_NK] = 0
     pm[PM_SEQ0] = -1
     # the heaps: per key and heap, its live entries
-    h_start = SEG.shape[1] // 3 - 1
+    h_start = n_thresholds(SEG)  # (the start heap; the queue stays empty)
     SEG[:, :] = 0
     KL[:] = 0
     for s in range(high):
@@ -947,6 +1033,16 @@ def undo_call(P):
     pm[PM_AHIGH] = at
     pm[PM_AGARB] = 0
     return P
+
+
+@njit(cache=True, nogil=True)
+def copy_park(P):
+    """A copy of ``P`` (the same array types: its slots' fields stay records)."""
+    slots = _new_slots(P[P_STATE].shape[0], (P[P_STATE], P[P_NODE], P[P_STS], P[P_SPOS], P[P_SEQ], P[P_KEY], P[P_THR],
+                                              P[P_IDX]))
+    return (slots[0], slots[1], slots[2], slots[3], slots[4], P[P_V].copy(), P[P_FREE_LIST].copy(), slots[5],
+            slots[6], slots[7], P[P_QUAR].copy(), P[A_KEY].copy(), P[A_SLOT].copy(), P[A_SEQ].copy(), P[P_SEG].copy(),
+            P[P_KL].copy(), P[K_SLOT].copy(), P[K_SEQ].copy(), P[P_PM].copy())
 
 
 @njit(cache=True, nogil=True)

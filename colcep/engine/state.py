@@ -160,7 +160,7 @@ class Park:
         return self.arrays[kpark.P_STS][self._live_slots()]
 
     def copy(self) -> "Park":
-        return Park(tuple(np.array(a, copy=True) for a in self.arrays))
+        return Park(kpark.copy_park(self.arrays))
 
 
 def all_runs(holder: Any, n_keys: int) -> Runs:
