@@ -662,6 +662,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     nh_epos = np.empty(nh_sts.shape[0], np.int64)
     nh_node = np.empty(nh_sts.shape[0], np.int64)
     m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
+    outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
+    bufT = (n_row, n_stage, n_parent, n_ref, meta)
     m_off[nm] = ne
     status = np.zeros(3, np.int64)
     # work arrays (see _run_key), grown between its calls: the runs ``W`` (two halves of
@@ -671,6 +673,9 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
         np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
         np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64), v_at, 0, 0, cap, vw)
+    # the groups _run_key takes, made again only when an array in them grows (a tuple made per key
+    # costs an atomic reference count change per array, twice)
+    Wt = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
     done = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64))
     # per run of the next list: kill marks or "made at this event"; merging: its target or new
     # place, and a hash table (a power of two) for merging across starts
@@ -734,6 +739,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                 cap = 2 * n_carried
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
+                Wt = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
             parking = any_park and n_carried + P[15][k] >= park_min
             if parking and not park_fits(P, k, n_carried):
                 P = grow_park(P, k, n_carried, vw)
@@ -779,9 +785,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
         cur[N_EVENTS] = n_events
         cur[PARKS] = park_min if any_park else 0
         while True:
-            W = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
-            code_ = _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, (n_row, n_stage, n_parent, n_ref,
-                             meta), (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage), cur, P, PK)
+            code_ = _run_key(prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK)
             nm = cur[NM]
             ne = cur[NE]
             if code_ == DONE:
@@ -799,6 +803,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                     break
                 m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = grow_out(
                     m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + cur[ROOM] + 2, ne + cur[ROOM])
+                outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
                 continue
             # NEED_ROOM
             ao, na, nh = cur[AO], cur[NA], cur[NH]
@@ -823,6 +828,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                 break
             if n_row.shape[0] - meta[0] + meta[2] < need:
                 n_row, n_stage, n_parent, n_ref = reserve(n_row, n_stage, n_parent, n_ref, meta, need)
+                bufT = (n_row, n_stage, n_parent, n_ref, meta)
                 if n_row.shape[0] - meta[0] + meta[2] < need:  # the bytes bound allows no more (buffer.reserve)
                     status[0] = ERR_NODES
                     status[1] = k
@@ -835,6 +841,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                 cap = max(cap, 2 * need)
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, ao, na, cap, vw)
+                Wt = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
                 cur[AO] = 0
                 cur[HALF] = 0
                 done = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64))
