@@ -190,6 +190,37 @@ def test_park_matches_a_python_model(op, ops, strict):
     assert spos.tolist() == [sp for _, sp, _ in want] and node.tolist() == [model[s][3] for _, _, s in want]
 
 
+def test_runs_parked_in_start_order_queue_and_the_others_heap():
+    """The start order: runs parked in start order go to the key's start queue (a push appends,
+    a pop advances its offset), a run parked out of order to the start heap; time-outs and
+    ``pop_oldest`` take the older of the two tops, and the slots' fields are records (views)."""
+    low, x, pk_col, pk_op, pk_t0, pk_t1 = _tables(vm.C_GT)
+    vw = max(1, low.v_width)
+    P = kp.new_park(1, 4, vw, 1)
+    assert all(not P[i].flags.c_contiguous and P[i].strides == (8 * kp.N_REC,)
+               for i in (kp.P_STATE, kp.P_NODE, kp.P_STS, kp.P_SPOS, kp.P_SEQ, kp.P_KEY, kp.P_THR, kp.P_IDX))
+    n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(64)
+    cols = np.zeros((x + 1, 1))
+    stack = np.empty(vm.STACK)
+    v = np.zeros(vw)
+    SEG = lambda: P[kp.P_SEG]  # noqa: E731 (grow_park replaces the arrays)
+    cq = 3 * 2  # one threshold heap, then the start heap, then the start queue
+    for spos in (10, 20, 30, 25, 40, 5):
+        if not kp.park_room(P, 0, 1):
+            P = kp.grow_park(P, 0, 1, vw)
+        node = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, spos, 0, -1)
+        n_ref[node] += 1
+        kp.park(P, 0, pk_col, pk_op, pk_t0, pk_t1, 0, 1, node, spos, spos, v, 0, vw, low.code, low.consts,
+                np.zeros((1, 1), np.uint8), cols, stack)
+    assert SEG()[0, cq + 1] == 4 and SEG()[0, cq - 2] == 2  # 10 20 30 40 queued; 25 and 5 in the heap
+    assert kp.min_spos(P, 0) == 5
+    got = []
+    while (slot := kp.pop_oldest(P, 0)) >= 0:
+        got.append(int(P[kp.P_SPOS][slot]))
+    assert got == [5, 10, 20, 25, 30, 40]
+    assert SEG()[0, cq + 1] == 0 and SEG()[0, cq - 2] == 0 and P[kp.P_PM][kp.PM_LIVE] == 0
+
+
 def test_sort_by_path_orders_timeouts_by_path():
     n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(16)
     a = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, 5, 0, -1)
