@@ -72,9 +72,9 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds, park,
-                   park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park,
-                   take_woken, timeouts, wake_final, wake_parked)
+from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds,
+                   park, park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path,
+                   start_park, take_woken, timeouts, wake_final, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, compare, v_take
 

@@ -19,10 +19,10 @@ go to a slot of a pool, and per key binary heaps index it,
 The park is part of the carried state (``colcep.engine.state.Park``): a run stays parked from
 one call to the next, so a call costs what its events wake and time out, not the key's runs.
 One pool serves all keys of a part; each key's heaps are segments of one heap arena
-(``SEG[k]``: offset, entries, capacity per heap, the start queue's included), moved to the arena's end when they fill and
-packed together when the arena grows. Entries are deleted lazily: every park gets a sequence
-number, a heap entry whose slot no longer holds that number is stale and is dropped when it
-reaches the top (or when a key's heap is compacted, once it holds more than twice the key's
+(``SEG[k]``: offset, entries, capacity per heap, the start queue's included), moved to the
+arena's end when they fill and packed together when the arena grows. Entries are deleted
+lazily: every park gets a sequence number, a heap entry whose slot no longer holds that number
+is stale and is dropped when it reaches the top (or when a key's heap is compacted, once it holds more than twice the key's
 live runs). A woken run leaves the pool and joins the step's list of runs at its place in
 start order; the runs the step leaves in a parkable state are parked again.
 
@@ -52,8 +52,8 @@ from .vm import (C_GE, C_GT, C_LE, C_LT, OP_AGG, OP_AND, OP_ARITH, OP_CMP, OP_CO
 # node, start time and position, sequence number (-1: free; -2 - seq: quarantined), V, key,
 # heap key (NaN: in no threshold heap)), the free list, the quarantine, the heap arena (key,
 # slot, sequence number per entry), SEG (per key and heap: offset, entries, capacity; heap
-# ``n_idx`` is the start heap, ``n_idx + 1`` the start queue), KL (live parked runs per key), the woken list (slot, sequence
-# number) and ``pm``. P_IDX is a slot's threshold heap (-1: none), for ``undo_call``.
+# ``n_idx`` is the start heap, ``n_idx + 1`` the start queue), KL (live parked runs per key), the
+# woken list (slot, sequence number) and ``pm``. P_IDX is a slot's threshold heap (-1: none), for ``undo_call``.
 (P_STATE, P_NODE, P_STS, P_SPOS, P_SEQ, P_V, P_FREE_LIST, P_KEY, P_THR, P_IDX, P_QUAR, A_KEY, A_SLOT, A_SEQ, P_SEG,
  P_KL, K_SLOT, K_SEQ, P_PM) = range(19)
 # pm: the park's counts: free slots, high water, next sequence number, woken runs, quarantined
@@ -420,6 +420,13 @@ def n_thresholds(SEG):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _starts(SEG):
+    """The columns of the start heap's and the start queue's segments in ``SEG``."""
+    ch = 3 * n_thresholds(SEG)
+    return ch, ch + 3
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _less(K, Q, a, b):
     return K[a] < K[b] or (K[a] == K[b] and Q[a] < Q[b])
 
@@ -527,7 +534,7 @@ def _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, m
     program ``code[t0:t1]`` over its V) in the key's heap ``idx``, unless null (it never wakes)."""
     P_thr, P_idx, P_v = P[P_THR], P[P_IDX], P[P_V]
     AK, AS, AQ, SEG = P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    cq = SEG.shape[1] - 3  # the start queue, if the run comes last in start order, else the heap
+    ch, cq = _starts(SEG)  # the start queue, if the run comes last in start order, else the heap
     b, n = SEG[k, cq], SEG[k, cq + 1]
     if n == 0 or AK[b + n - 1] <= spos:  # (a later park has a greater sequence number)
         AK[b + n] = float(spos)
@@ -535,8 +542,8 @@ def _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, m
         AQ[b + n] = seq
         SEG[k, cq + 1] = n + 1
     else:
-        _h_push(AK, AS, AQ, SEG[k, cq - 3], SEG[k, cq - 2], float(spos), slot, seq)
-        SEG[k, cq - 2] += 1
+        _h_push(AK, AS, AQ, SEG[k, ch], SEG[k, ch + 1], float(spos), slot, seq)
+        SEG[k, ch + 1] += 1
     thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, P_v, slot * vw, vm_stack)
     if thr == thr:
         op = pk_op[idx]
@@ -634,8 +641,7 @@ def _oldest(P, k):
     """(segment, arena index) of key ``k``'s oldest parked run's start entry, the start queue's
     or the start heap's top, after dropping their stale tops; (-1, -1): none."""
     P_seq, AK, AS, AQ, SEG, pm = P[P_SEQ], P[A_KEY], P[A_SLOT], P[A_SEQ], P[P_SEG], P[P_PM]
-    cq = SEG.shape[1] - 3
-    ch = cq - 3
+    ch, cq = _starts(SEG)
     b, n = SEG[k, cq], SEG[k, cq + 1]
     d = 0
     while d < n and P_seq[AS[b + d]] != AQ[b + d]:
@@ -667,7 +673,7 @@ def _q_pop(SEG, pm, k, cq, d):
 def _pop_start(P, k, c):
     """Remove the top of key ``k``'s start segment ``c`` (``_oldest``'s)."""
     SEG = P[P_SEG]
-    if c == SEG.shape[1] - 3:
+    if c == _starts(SEG)[1]:
         _q_pop(SEG, P[P_PM], k, c, 1)
     else:
         _h_pop(P[A_KEY], P[A_SLOT], P[A_SEQ], SEG[k, c], SEG[k, c + 1])
@@ -695,7 +701,7 @@ def may_expire(P, k, t, window):
     """A first look, at an event: whether a top of key ``k``'s start queue or heap is stale or
     its window has passed (then ``any_expired`` tells)."""
     P_sts, P_seq, AS, AQ, SEG = P[P_STS], P[P_SEQ], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    for c in range(SEG.shape[1] - 6, SEG.shape[1], 3):
+    for c in _starts(SEG):
         if SEG[k, c + 1] > 0:
             top = SEG[k, c]
             if P_seq[AS[top]] != AQ[top] or expired(t, P_sts[AS[top]], window):

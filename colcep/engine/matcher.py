@@ -45,7 +45,7 @@ from colcep.engine.watermark import ARRIVAL, next_watermark, release, time_value
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 4 << 30  # the bound on what the state and a call allocate: 4 GiB
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
-CHUNK_ROWS_PER_KEY = 256  # ... but at least this many per key, or per-key work dominates (64: P1-P4 5-13 % slower at 5,000 keys)
+CHUNK_ROWS_PER_KEY = 256  # ... but at least this many per key, or per-key work dominates (64: 5-13 % slower at 5,000)
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
