@@ -234,6 +234,19 @@ def compare_paths(n_row, n_stage, n_parent, a, b):
     """Compare two matches by their events' positions in arrival order, lexicographically,
     then by the stages the events were taken into (-1, 0 or 1). Walks both paths once from
     the leaves, without allocating; a shared prefix (the same node) ends the walk."""
+    return _compare(n_row, n_stage, n_parent, a, b, False)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def compare_completed(n_row, n_stage, n_parent, a, b):
+    """``compare_paths`` of the two matches that the paths ``a`` and ``b`` become when both take
+    one and the same later event into the same stage: where one path's events are a prefix of
+    the other's, the longer one comes first (its next event precedes the common one)."""
+    return _compare(n_row, n_stage, n_parent, a, b, True)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _compare(n_row, n_stage, n_parent, a, b, completed):
     la = path_length(n_parent, a)
     lb = path_length(n_parent, b)
     x = a
@@ -254,7 +267,7 @@ def compare_paths(n_row, n_stage, n_parent, a, b):
     if row_cmp != 0:
         return row_cmp
     if la != lb:
-        return -1 if la < lb else 1
+        return -1 if (la < lb) != completed else 1
     return stage_cmp
 
 

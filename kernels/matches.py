@@ -1,11 +1,12 @@
 """Completed matches: the queue order of matches held back by a skip strategy, the skip
 strategy's pruning point, and writing emitted matches (one record per buffer path, events
 in stage order) into the output arrays."""
+import numpy as np
 from numba import njit
 
 from .arrays import grow
-from .buffer import compare_paths, release, walk_paths
-from .codes import NO_SKIP, SKIP_PAST_LAST_EVENT, SKIP_TO_LAST, SKIP_TO_NEXT
+from .buffer import compare_completed, compare_paths, release, walk_paths
+from .codes import FINAL, NO_SKIP, SKIP_PAST_LAST_EVENT, SKIP_TO_LAST, SKIP_TO_NEXT, TAKE
 from .runs import lower_bound, move_run
 
 
@@ -43,6 +44,40 @@ def held_before(a_spos, a_epos, a_node, b_spos, b_epos, b_node, n_row, n_stage, 
     if a_epos != b_epos:
         return a_epos < b_epos
     return compare_paths(n_row, n_stage, n_parent, a_node, b_node) <= 0
+
+
+@njit(cache=True, nogil=True)
+def first_threshold_states(st_kind, tr_ptr, tr_act, tr_tgt, sleep_cond, pk_idx, pk_full, dominate):
+    """Per state, 1 where a run's one future is to complete at the first event that crosses a
+    threshold: it waits (``sleep_cond``) on a plain threshold (``park.park_table``'s, not a
+    conjunction) and its TAKE edge leads to the final state. With one match per start
+    (``dominate``), of two such runs of one start in one state, the one whose threshold every
+    event crossing the other's crosses too, and that wins their tie (``buffer.compare_completed``),
+    completes first or together with the other and is kept: the other can never be emitted
+    (``dominated``). All 0 without ``dominate``."""
+    out = np.zeros(st_kind.shape[0], np.uint8)
+    if not dominate:
+        return out
+    for s in range(st_kind.shape[0]):
+        if sleep_cond[s] < 0 or pk_idx[s] < 0 or pk_full[pk_idx[s]] != 0:
+            continue
+        for tr in range(tr_ptr[s], tr_ptr[s + 1]):
+            if tr_act[tr] == TAKE and st_kind[tr_tgt[tr]] == FINAL:
+                out[s] = 1
+    return out
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def dominated(key_a, key_x, node_a, node_x, n_row, n_stage, n_parent):
+    """Whether run ``x`` can never be emitted beside run ``a`` of the same start and state (one of
+    ``first_threshold_states``), given their threshold keys (``park.threshold_key``; a smaller key
+    is crossed at every event a greater one is, NaN never): ``a`` completes whenever ``x`` would,
+    and first or, at the same event, ahead of it in ``one_per_start``'s order."""
+    if node_a < 0 or node_x < 0:
+        return False
+    if key_x == key_x and not key_a <= key_x:
+        return False
+    return compare_completed(n_row, n_stage, n_parent, node_a, node_x) <= 0
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -70,11 +70,11 @@ from .codes import (BIG, ERR_CAPACITY, ERR_INTERRUPTED, ERR_NODES, FINAL, IGNORE
                     TIME_MAX)
 from .codes import ERR_OUTPUT
 from .conds import cond, next_event
-from .matches import flush_pending, grow_out, held_before, one_per_start, pruning_point
+from .matches import dominated, first_threshold_states, flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
 from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds,
                    park, park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path,
-                   start_park, take_woken, timeouts, wake_final, wake_parked)
+                   start_park, take_woken, threshold_key, timeouts, wake_final, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
 from .vm import C_GE, C_GT, STACK, compare, v_take
 
@@ -145,8 +145,10 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
     run_flag, m_aux, ht_run, ht_gen = aux
     stack, e_act, e_src, e_tgt, vm_stack, c_val, c_stamp = S[0], S[1], S[2], S[3], S[4], S[5], S[6]
     n_row, n_stage, n_parent, n_ref, meta = buf
-    pk_idx, pk_full, start_tr = PK[0], PK[5], PK[6][0]
+    pk_idx, pk_full, start_tr, first_thr = PK[0], PK[5], PK[6][0], PK[8]
     cap = W_state.shape[0] // 2
+    key_at, key_a = -1, 0.0  # the last listed run whose threshold key is known, and that key
+    quiet = -1  # the last listed run known not to complete at this event
     zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
     npot = 0
     # When every run waits past this event only the start run can act: its children (the
@@ -182,17 +184,38 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                 continue
         else:
             wake = W_wake[ao + i]
-            parks = parking and pk_idx[W_state[ao + i]] >= 0  # parked again: this event only is checked
-            check = wake <= jc and sleep_cond[W_state[ao + i]] >= 0
+            s0 = W_state[ao + i]
+            x = bo + nb
+            # Of two runs of one start waiting in one state for a threshold that completes the match,
+            # one may never be emitted (``matches.dominated``). A run is tested against the one listed
+            # just before it: before its scan when that one cannot complete at this event (``quiet``:
+            # moved, or made by an IGNORE edge), else once its own scan says that it waits.
+            dom = (first_thr[s0] != 0 and wake >= -1 and nb > 0 and W_state[x - 1] == s0
+                   and W_spos[x - 1] == W_spos[ao + i])
+            if dom and (wake > jc or x - 1 == quiet):
+                drop, key_at, key_a = _dominated_by_last(x, ao + i, key_at, key_a, pk_idx[s0], PK, code, consts,
+                                                         masks, cols, W_v, W_vs, W_node, vw, vm_stack, buf)
+                if drop:
+                    release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao + i])
+                    continue
+                dom = False
+            parks = parking and pk_idx[s0] >= 0  # parked again: this event only is checked
+            check = wake <= jc and sleep_cond[s0] >= 0
             if wake < -1:  # woken from the park at this event: its threshold holds here
                 wake = jc
-                check = pk_full[pk_idx[W_state[ao + i]]] != 0  # a conjunction: the rest is checked
+                check = pk_full[pk_idx[s0]] != 0  # a conjunction: the rest is checked
             if check:
-                wake = next_event(sleep_cond[W_state[ao + i]], cond_kind, cond_a, cond_b, cond_thr, code, consts,
+                wake = next_event(sleep_cond[s0], cond_kind, cond_a, cond_b, cond_thr, code, consts,
                                   masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
                                   jc + 1 if parks else n_rows, ts, last_time(W_sts[ao + i], window))
             if wake > jc:  # waiting: the event leaves the run as it is (its V stays put)
-                x = bo + nb
+                if dom:
+                    drop, key_at, key_a = _dominated_by_last(x, ao + i, key_at, key_a, pk_idx[s0], PK, code, consts,
+                                                             masks, cols, W_v, W_vs, W_node, vw, vm_stack, buf)
+                    if drop:
+                        release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao + i])
+                        continue
+                quiet = x
                 move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, x)
                 W_wake[x] = wake
                 run_flag[nb] = 0  # not new: never merged into an earlier run
@@ -319,6 +342,8 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                     wake = jc + 1  # the next event this run must see
                     if parking and pk_idx[s1] >= 0:
                         wake = BIG  # parked after this step: the park wakes it
+                    elif first_thr[s1]:
+                        pass  # scanned at the next event, unless a later run of its start drops it first
                     elif sleep_cond[s1] >= 0:
                         wake = next_event(sleep_cond[s1], cond_kind, cond_a, cond_b, cond_thr, code, consts, masks,
                                           cols, W_v, xo, vm_stack, order, row_lo, jc + 1, n_rows, ts,
@@ -327,6 +352,8 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                     if wake < min_wake:
                         min_wake = wake
                     run_flag[x - bo] = 1  # made at this event
+                    if act == IGNORE:
+                        quiet = x  # (its condition was false here)
                     nb += 1
             if act == TAKE and n_ref[node1] == 0:
                 release(n_row, n_stage, n_parent, n_ref, meta, node1)  # nobody kept the new node
@@ -344,6 +371,18 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                         n_row, n_stage, n_parent, n_ref, meta, window <= 0, m_aux, ht_run, ht_gen, stamp)
         stamp += 1
     return bo, nb, npot, fast, dead, stamp, min_wake
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dominated_by_last(x, r, key_at, key_a, idx, PK, code, consts, masks, cols, W_v, W_vs, W_node, vw, vm_stack,
+                       buf):
+    """Whether run ``r`` can never be emitted beside the run at ``x - 1`` of its start and state
+    (``matches.dominated``); returns it with the threshold key known (``key_at``, ``key_a``)."""
+    if key_at != x - 1:
+        key_a = threshold_key(idx, PK[2], PK[3], PK[4], code, consts, masks, cols, W_v, W_vs[x - 1] * vw, vm_stack)
+        key_at = x - 1
+    key_x = threshold_key(idx, PK[2], PK[3], PK[4], code, consts, masks, cols, W_v, W_vs[r] * vw, vm_stack)
+    return dominated(key_a, key_x, W_node[x - 1], W_node[r], buf[0], buf[1], buf[2]), key_at, key_a
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -693,7 +732,8 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     pk_idx = PK[0]
     PK = PK + (np.array([start_park(prog[0], prog[3], prog[4], prog[5], prog[2], pk_idx)], np.int64),
                np.array([skip_code == NO_SKIP and wake_final(prog[0], prog[3], prog[4], prog[5], prog[6], pk_idx,
-                                                             PK[5])], np.int64))
+                                                             PK[5])], np.int64),
+               first_threshold_states(prog[0], prog[3], prog[4], prog[5], prog[15], pk_idx, PK[5], dominate))
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     park_min = opts[9]
     P = fit_park(park_, PK[1].shape[0], vw, n_keys)

@@ -544,10 +544,8 @@ def _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, m
     else:
         _h_push(AK, AS, AQ, SEG[k, ch], SEG[k, ch + 1], float(spos), slot, seq)
         SEG[k, ch + 1] += 1
-    thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, P_v, slot * vw, vm_stack)
-    if thr == thr:
-        op = pk_op[idx]
-        key = thr if (op == C_GT or op == C_GE) else -thr
+    key = threshold_key(idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, P_v, slot * vw, vm_stack)
+    if key == key:
         P_thr[slot] = key
         P_idx[slot] = idx
         _h_push(AK, AS, AQ, SEG[k, 3 * idx], SEG[k, 3 * idx + 1], key, slot, seq)
@@ -555,6 +553,16 @@ def _index_slot(P, k, slot, seq, spos, idx, pk_op, pk_t0, pk_t1, code, consts, m
     else:
         P_thr[slot] = np.nan
         P_idx[slot] = -1
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def threshold_key(idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, v, voff, vm_stack):
+    """The heap key of a run in a state of threshold heap ``idx`` whose V is at ``v[voff]``: its
+    threshold, negated for ``<`` / ``<=`` (a smaller key wakes at every event a greater one
+    does); NaN for a null threshold (never wakes)."""
+    thr = eval_value(code, pk_t0[idx], pk_t1[idx], consts, -1, masks, cols, v, voff, vm_stack)
+    op = pk_op[idx]
+    return thr if (op == C_GT or op == C_GE) else -thr
 
 
 @njit(cache=True, nogil=True, _nrt=False)
