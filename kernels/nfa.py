@@ -72,11 +72,11 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import dominated, first_threshold_states, flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_LIVE, PM_NK, any_expired, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds,
+from .park import (PM_LIVE, PM_NK, any_expired, crosses, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds,
                    park, park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path,
                    start_park, take_woken, threshold_key, timeouts, wake_final, wake_parked)
 from .runs import deadline, expired, grow_runs, last_time, move_run
-from .vm import C_GE, C_GT, STACK, compare, v_take
+from .vm import STACK, v_take
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
 J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS, PARKS = range(16)
@@ -148,7 +148,6 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
     pk_idx, pk_full, start_tr, first_thr = PK[0], PK[5], PK[6][0], PK[8]
     cap = W_state.shape[0] // 2
     key_at, key_a = -1, 0.0  # the last listed run whose threshold key is known, and that key
-    quiet = -1  # the last listed run known not to complete at this event
     zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
     npot = 0
     # When every run waits past this event only the start run can act: its children (the
@@ -187,18 +186,16 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
             s0 = W_state[ao + i]
             x = bo + nb
             # Of two runs of one start waiting in one state for a threshold that completes the match,
-            # one may never be emitted (``matches.dominated``). A run is tested against the one listed
-            # just before it: before its scan when that one cannot complete at this event (``quiet``:
-            # moved, or made by an IGNORE edge), else once its own scan says that it waits.
-            dom = (first_thr[s0] != 0 and wake >= -1 and nb > 0 and W_state[x - 1] == s0
-                   and W_spos[x - 1] == W_spos[ao + i])
-            if dom and (wake > jc or x - 1 == quiet):
-                drop, key_at, key_a = _dominated_by_last(x, ao + i, key_at, key_a, pk_idx[s0], PK, code, consts,
-                                                         masks, cols, W_v, W_vs, W_node, vw, vm_stack, buf)
+            # one may never be emitted (``matches.dominated``): a run is tested against the one listed
+            # just before it, before its scan
+            if (first_thr[s0] != 0 and wake >= -1 and nb > 0 and W_state[x - 1] == s0
+                    and W_spos[x - 1] == W_spos[ao + i]):
+                drop, key_at, key_a = _dominated_by_last(x, ao + i, wake > jc, row, key_at, key_a, pk_idx[s0], PK,
+                                                         code, consts, masks, cols, W_v, W_vs, W_node, vw, vm_stack,
+                                                         buf)
                 if drop:
                     release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao + i])
                     continue
-                dom = False
             parks = parking and pk_idx[s0] >= 0  # parked again: this event only is checked
             check = wake <= jc and sleep_cond[s0] >= 0
             if wake < -1:  # woken from the park at this event: its threshold holds here
@@ -209,13 +206,6 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                                   masks, cols, W_v, W_vs[ao + i] * vw, vm_stack, order, row_lo, jc,
                                   jc + 1 if parks else n_rows, ts, last_time(W_sts[ao + i], window))
             if wake > jc:  # waiting: the event leaves the run as it is (its V stays put)
-                if dom:
-                    drop, key_at, key_a = _dominated_by_last(x, ao + i, key_at, key_a, pk_idx[s0], PK, code, consts,
-                                                             masks, cols, W_v, W_vs, W_node, vw, vm_stack, buf)
-                    if drop:
-                        release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao + i])
-                        continue
-                quiet = x
                 move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, x)
                 W_wake[x] = wake
                 run_flag[nb] = 0  # not new: never merged into an earlier run
@@ -352,8 +342,6 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                     if wake < min_wake:
                         min_wake = wake
                     run_flag[x - bo] = 1  # made at this event
-                    if act == IGNORE:
-                        quiet = x  # (its condition was false here)
                     nb += 1
             if act == TAKE and n_ref[node1] == 0:
                 release(n_row, n_stage, n_parent, n_ref, meta, node1)  # nobody kept the new node
@@ -374,15 +362,19 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _dominated_by_last(x, r, key_at, key_a, idx, PK, code, consts, masks, cols, W_v, W_vs, W_node, vw, vm_stack,
-                       buf):
-    """Whether run ``r`` can never be emitted beside the run at ``x - 1`` of its start and state
-    (``matches.dominated``); returns it with the threshold key known (``key_at``, ``key_a``)."""
+def _dominated_by_last(x, r, waits, row, key_at, key_a, idx, PK, code, consts, masks, cols, W_v, W_vs, W_node, vw,
+                       vm_stack, buf):
+    """Whether run ``r`` can be dropped beside the run at ``x - 1`` of its start and state: it can
+    never be emitted (``matches.dominated``) and does not complete at this event ``row`` (it
+    ``waits``, or the other's threshold, crossed whenever its own is, is not crossed here).
+    Returns it with the threshold key known (``key_at``, ``key_a``)."""
     if key_at != x - 1:
         key_a = threshold_key(idx, PK[2], PK[3], PK[4], code, consts, masks, cols, W_v, W_vs[x - 1] * vw, vm_stack)
         key_at = x - 1
     key_x = threshold_key(idx, PK[2], PK[3], PK[4], code, consts, masks, cols, W_v, W_vs[r] * vw, vm_stack)
-    return dominated(key_a, key_x, W_node[x - 1], W_node[r], buf[0], buf[1], buf[2]), key_at, key_a
+    drop = (dominated(key_a, key_x, W_node[x - 1], W_node[r], buf[0], buf[1], buf[2])
+            and (waits or not crosses(PK[2][idx], cols[PK[1][idx], row], key_a)))
+    return drop, key_at, key_a
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -530,7 +522,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                     if SEG[k, 3 * i + 1] > 0:
                         op = pk_op[i]
                         key = AK[SEG[k, 3 * i]]
-                        if compare(op, cols[pk_col[i], row], key if (op == C_GT or op == C_GE) else -key):
+                        if crosses(op, cols[pk_col[i], row], key):
                             wake_parked(P, k, pk_col, pk_op, row, cols)
                             break
                 if window > 0 and may_expire(P, k, t, window):

@@ -565,6 +565,13 @@ def threshold_key(idx, pk_op, pk_t0, pk_t1, code, consts, masks, cols, v, voff, 
     return thr if (op == C_GT or op == C_GE) else -thr
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def crosses(op, x, key):
+    """Whether the event value ``x`` crosses the threshold whose heap key is ``key``
+    (``threshold_key``: a run with that key wakes)."""
+    return compare(op, x, key if (op == C_GT or op == C_GE) else -key)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def park(P, k, pk_col, pk_op, pk_t0, pk_t1, idx, state, node, sts, spos, v, voff, vw, code, consts, masks, cols,
          vm_stack):
@@ -632,7 +639,7 @@ def wake_parked(P, k, pk_col, pk_op, row, cols):
             seq = AQ[b]
             if P_seq[slot] == seq:
                 key = AK[b]
-                if not compare(op, x, key if up else -key):
+                if not crosses(op, x, key):
                     break
                 K_slot[nk] = slot
                 K_seq[nk] = seq
