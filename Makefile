@@ -1,11 +1,13 @@
 # Entry points for a fresh machine (Python 3.11+, Java 17 for Spark):
 #   make scan                      set up, generate ticks, scan them on local Spark, draw out/matches.png
-#   make test                      set up and run the test suite
+#   make test                      set up and run the test suite (TEST_WORKERS=1 for one process)
 #   make example NAME=paper_query3 run one of examples/ (ARGS="--spark --events 100000" passes options)
 #   make dist                      dist/colcep-<version>.zip, to ship colcep to Spark executors (--py-files)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
+# Test processes (pytest-xdist): one per core by default
+TEST_WORKERS ?= auto
 EXAMPLES = $(filter-out _%,$(basename $(notdir $(wildcard examples/*.py))))
 
 $(VENV)/.installed: pyproject.toml
@@ -20,7 +22,8 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(VENV)/bin/colcep warmup
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 scan: $(VENV)/.installed
 	$(VENV)/bin/colcep scan --events 1000000 --symbols 100 --pattern paper_query3 --out out/matches

@@ -732,7 +732,7 @@ def _tick_options(g, default_events: int | None) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="colcep", description="Complex event processing on columnar data.")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{scan,plot,generate,patterns}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{scan,plot,generate,patterns,warmup}")
     s = sub.add_parser("scan", help="find a pattern in Parquet / CSV data and write the matches",
                        description="Find a pattern in Parquet / CSV data (on local Spark by default) and write the "
                                    "matches as Parquet with a summary and a picture.")
@@ -804,6 +804,12 @@ def _parser() -> argparse.ArgumentParser:
     _tick_options(gen, 1_000_000)
     gen.add_argument("--out", required=True, help="the file to write: .parquet or .csv (a folder with --by-key)")
     sub.add_parser("patterns", help="list the built-in patterns", description="List the built-in patterns.")
+    w = sub.add_parser("warmup", help="compile the kernels for this machine now (images, cluster init scripts)",
+                       description="Compile colcep's kernels into this machine's cache (colcep.cache) ahead of the "
+                                   "first scan, independent groups in parallel processes; what is cached already "
+                                   "is only loaded.")
+    w.add_argument("--groups", help="comma-separated kernel groups (default: all of cep,sql,windows)")
+    w.add_argument("--processes", type=int, metavar="N", help="processes at once (default: the cores, one per group)")
     return ap
 
 
@@ -924,13 +930,26 @@ def _cmd_patterns(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_warmup(a: argparse.Namespace) -> int:
+    from colcep import cache
+    from colcep.warmup import warmup
+
+    if a.processes is not None and a.processes < 1:
+        raise InputError(f"--processes must be at least 1, got {a.processes}")
+    t0 = time.perf_counter()
+    groups = [g for g in a.groups.split(",") if g] if a.groups else None
+    warmup(groups, a.processes, report=lambda line: print(f"colcep warmup: {line}", flush=True))
+    print(f"colcep warmup: kernels ready in {cache.cache_dir()} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``colcep`` command; returns the exit status (0 ok, 2 a usage or input
     error, 130 interrupted)."""
     a = _parser().parse_args(argv)
     try:
         return {"scan": _cmd_scan, "plot": _cmd_plot, "generate": _cmd_generate,
-                "patterns": _cmd_patterns}[a.command](a)
+                "patterns": _cmd_patterns, "warmup": _cmd_warmup}[a.command](a)
     except ColcepError as exc:
         print(f"colcep: error: {exc}", file=sys.stderr)
         return 2

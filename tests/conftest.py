@@ -1,4 +1,5 @@
-"""Shared fixtures: the conformance corpus, kept in the repository (conformance/, expected outputs from Flink CEP 2.3)."""
+"""Shared fixtures: the conformance corpus, kept in the repository (conformance/, expected outputs from Flink CEP 2.3),
+and one local Spark session per test process (each pytest-xdist worker has its own)."""
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+from spark_settings import RUNTIME, spark_settings  # noqa: E402 (tests/ is on the path from here)
+
 CORPUS = HERE.parent / "conformance"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Spark and ``slow`` tests first (in their order, the rest in theirs): with several
+    processes (pytest-xdist) the long tests then start at once, and the short ones fill in
+    around them instead of leaving one long test running alone at the end."""
+    items.sort(key=lambda item: not (item.get_closest_marker("spark") or item.get_closest_marker("slow")))
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +35,28 @@ def corpus_dir() -> Path:
     if not CORPUS.is_dir():
         pytest.fail(f"the conformance corpus is missing at {CORPUS} (the repository's conformance/ folder; restore it from git)")
     return CORPUS
+
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """This process's local Spark session (two cores, two shuffle partitions), shared by every
+    Spark test: starting a JVM and its Python workers costs seconds each time. A module that
+    wants other runtime settings overrides this fixture (``spark_settings.spark_settings``)."""
+    pytest.importorskip("pyspark")
+    from colcep.spark import local_session
+
+    s = local_session(2, shuffle_partitions=2, memory="1g")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(autouse=True)
+def _spark_settings_restored(request):
+    """A test that uses the Spark session leaves its runtime settings as it found them."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    s = request.getfixturevalue("spark")
+    with spark_settings(s, {k: s.conf.get(k) for k in RUNTIME}):  # as they are now, and again after the test
+        yield

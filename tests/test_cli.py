@@ -3,7 +3,10 @@
 The pictures themselves are tested in test_plot.py."""
 import argparse
 import json
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 
 import pyarrow as pa
@@ -170,7 +173,7 @@ def test_every_option_has_help():
 
     ap = _parser()
     subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(subs.choices) == {"scan", "plot", "generate", "patterns"}
+    assert set(subs.choices) == {"scan", "plot", "generate", "patterns", "warmup"}
     for name, sp in subs.choices.items():
         assert sp.description, name
         for act in sp._actions:
@@ -186,6 +189,32 @@ def test_every_option_has_help():
     assert "number of ticks" in helps["--events"]
     scan_help = subs.choices["scan"].format_help()
     assert "--generate" not in scan_help and "--events N" in scan_help
+
+
+def test_warmup_compiles_into_an_empty_cache_once_then_loads(tmp_path):
+    """``colcep warmup`` compiles a group's kernels into this machine's cache (here an empty
+    folder of its own), in a child process; run again it only loads them."""
+    env = dict(os.environ, COLCEP_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-m", "colcep.cli", "warmup", "--groups", "sql", "--processes", "1"],
+                           capture_output=True, text=True, env=env, timeout=600) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    first = re.search(r"^colcep warmup: sql: (\d+) kernels compiled, [\d.]+ s$", runs[0].stdout, re.M)
+    assert first and int(first.group(1)) > 0, runs[0].stdout
+    assert "colcep warmup: sql: 0 kernels compiled" in runs[1].stdout
+    assert f"kernels ready in {tmp_path / 'cache'}" in runs[1].stdout
+    assert os.listdir(tmp_path / "cache" / "kernels")
+
+
+def test_warmup_errors(capsys):
+    from colcep.warmup import GROUPS, warmup
+
+    assert list(GROUPS) == ["cep", "sql", "windows"]
+    assert main(["warmup", "--groups", "cep,nfa"]) == 2
+    assert "unknown kernel group 'nfa'; the groups are ['cep', 'sql', 'windows']" in capsys.readouterr().err
+    assert main(["warmup", "--processes", "0"]) == 2
+    assert "--processes must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(colcep.InputError, match="unknown kernel group 'x'"):
+        warmup(["x"])
 
 
 def _interrupt_after(monkeypatch, n_batches: int, exc: BaseException):

@@ -14,6 +14,7 @@ import colcep as cc
 from colcep import col, last
 from colcep.engine import history as H
 from colcep.expr import prev, rolling
+from spark_settings import BATCH_ROWS
 
 sql_cep = functools.partial(cc.sql, semantics="cep")  # colcep.sql's CEP-style mode (the default is "standard")
 
@@ -478,16 +479,12 @@ def test_keyed_stream_one_spark_task_equals_in_process():
 
 
 @pytest.mark.spark
-def test_spark_equals_in_process():
-    import os
-    import sys
-    pytest.importorskip("pyspark")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from colcep.spark import local_session, match
+def test_spark_equals_in_process(spark):
+    from colcep.spark import match
     from colcep.ticks import make_ticks
     ticks = make_ticks(20000, 7, 3)
     want = cc.match(ticks, TICK_HISTORY, key="name", time="ts", columns=["price"])
-    spark = local_session(2, shuffle_partitions=2, batch_rows=999, memory="1g")
+    spark.conf.set(BATCH_ROWS, "999")  # a key's history carried across Arrow batches (put back after the test)
     got = match(spark.createDataFrame(ticks), TICK_HISTORY, key="name", time="ts", columns=["price"], seq="id",
                 num_partitions=3).toArrow()
     assert _canon(got) == _canon(want) and want.num_rows > 50

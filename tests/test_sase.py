@@ -342,9 +342,7 @@ def test_errors(text, kw, message):
 
 
 @pytest.mark.spark
-def test_query3_on_spark_equals_in_process():
-    from colcep.spark import local_session
-    spark = local_session(2)
+def test_query3_on_spark_equals_in_process(spark):
     data = stock(3000)                                 # make_ticks has an arrival id
     q = cc.sase(Q3, skip=cc.SkipPastLastEvent())
     want = q.match(data, time="ts", columns=["ts", "price"])

@@ -1,7 +1,7 @@
 """colcep on Spark equals colcep in process.
 
 The first tests drive ``KeyedStream`` (what one Spark task runs) directly over batches of
-every size; the ``spark`` tests run the real mapInArrow job on one module-wide local
+every size; the ``spark`` tests run the real mapInArrow job on the test process's local
 session over several Arrow batch sizes and partition counts (empty partitions included,
 and one huge key) and compare with ``colcep.match`` on the same rows.
 """
@@ -20,6 +20,7 @@ from colcep import InputError, PatternError, col
 from colcep.examples import P1, P2, get_example
 from colcep.spark import ID_BITS, KeyedStream, arrow_spec
 from colcep.ticks import make_ticks, write_ticks
+from spark_settings import BATCH_ROWS, spark_settings
 
 
 def canon(tbl: pa.Table, key: str | None = "name") -> Counter:
@@ -111,14 +112,10 @@ spark_only = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from colcep.spark import local_session
-
-    s = local_session(2, shuffle_partitions=2, batch_rows=10_000, memory="1g")
-    yield s
-    s.stop()
+def spark(spark):
+    """The test process's Spark session (conftest.py) with 10,000-row Arrow batches."""
+    with spark_settings(spark, {BATCH_ROWS: 10_000}):
+        yield spark
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +129,7 @@ def ticks_df(spark, ticks):
 
 
 def set_batch(spark, rows: int) -> None:
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(rows))
+    spark.conf.set(BATCH_ROWS, str(rows))
 
 
 @spark_only

@@ -2,9 +2,10 @@
 ones, whole runs against the generic tier and Flink's expected output, the switch between tiers,
 the disk cache, the fallback.
 
-Each pattern run end to end through the specialised tier costs one compile (~20-40 s of CPU on
-a cold cache): the default suite compiles three (plus the conditions alone of six more); the ``slow`` ones three
-more conformance cases."""
+Each pattern run end to end through the specialised tier costs one compile (~60 s of CPU on a
+cold cache): the suite compiles one case's module for real (plus the conditions alone of the
+test patterns) and runs the other cases' generated modules as Python (``JIT`` False), as
+``test_conformance.py`` does for the whole corpus."""
 import json
 import os
 import subprocess
@@ -31,12 +32,13 @@ import conformance as conf
 from interrupts import assert_ctrl_c_stops_cleanly
 
 CASES = {c["id"]: c for c in conf.load_cases([conf.CORPUS])}
-FAST = ["random.7000305",  # until, not_followed_by, skip to next, allow_combinations, window, aggregates
-        "random.7000534",  # no skip (runs merge without timeouts), consecutive Kleene, followed_by_any
-        "random.7000412"]  # skip to first, a trailing not_followed_by (PENDING) under a window
-SLOW = ["random.7000087",  # skip to last, Kleene at the start, a window
-        "random.7000010",  # skip past last event, five aggregates, no window
-        "random.7000448"]  # no skip, until with allow_combinations, times
+CHECKED = ["random.7000305",  # until, not_followed_by, skip to next, allow_combinations, window, aggregates
+           "random.7000534",  # no skip (runs merge without timeouts), consecutive Kleene, followed_by_any
+           "random.7000412",  # skip to first, a trailing not_followed_by (PENDING) under a window
+           "random.7000087",  # skip to last, Kleene at the start, a window
+           "random.7000010",  # skip past last event, five aggregates, no window
+           "random.7000448"]  # no skip, until with allow_combinations, times
+COMPILED = CHECKED[0]  # the case whose module Numba compiles (the tests below load it again)
 
 
 # ----------------------------------------------------------------------------- generated conditions
@@ -190,7 +192,7 @@ def test_interpreted_module_runs_the_generated_source_without_numba(monkeypatch,
     assert src.replace("from colcep.engine.specialise import _no_jit as njit", "from numba import njit") == sp.generate(prog)
     import linecache
     assert linecache.getline(mod.__file__, 1) == src.splitlines(True)[0]
-    case = CASES[FAST[0]]
+    case = CASES[COMPILED]
     monkeypatch.setattr(sp, "JIT", False)
     want, _ = _run(case, "generic", True)
     got, tiers = _run(case, "specialised", True, batch=2)
@@ -243,20 +245,21 @@ def _check_case(case_id, monkeypatch):
     assert got.equals(want)
 
 
-@pytest.mark.parametrize("case_id", FAST)
+@pytest.mark.parametrize("case_id", CHECKED)
 def test_specialised_equals_generic_and_flink(case_id, monkeypatch):
+    """Each case's generated module run as Python (``JIT`` False: the source Numba compiles,
+    without a compile of ~60 s per case); the next test compiles one for real."""
+    monkeypatch.setattr(sp, "JIT", False)
     _check_case(case_id, monkeypatch)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case_id", SLOW)
-def test_specialised_equals_generic_and_flink_more_cases(case_id, monkeypatch):
-    monkeypatch.setattr(sp, "INLINE", False)  # the same conditions; compiles in ~60 % of the time
-    _check_case(case_id, monkeypatch)
+def test_compiled_specialised_kernel_equals_generic_and_flink(monkeypatch):
+    """One generated module compiled by Numba, through the same checks: the compiled tier, not only its source, gives Flink's and the generic tier's rows."""
+    _check_case(COMPILED, monkeypatch)
 
 
 def test_a_new_process_loads_the_kernel_from_the_disk_cache():
-    case = CASES[FAST[0]]
+    case = CASES[COMPILED]
     _run(case, "specialised", True)  # compiled (or loaded) here
     script = f"""
 import json, sys
@@ -278,7 +281,7 @@ print(m.kernel_tier, sum(rb.stats.cache_hits.values()), sum(rb.stats.cache_misse
 
 
 def test_sharded_matcher_runs_the_specialised_kernel_in_every_shard():
-    case = CASES[FAST[0]]
+    case = CASES[COMPILED]
     table = conf.case_table(case)
     m = cc.Matcher(conf.case_pattern(case), time="ts", timeouts=True, columns=[], key="name", threads=3,
                    tier="specialised")
@@ -293,7 +296,7 @@ def test_restore_takes_a_tier_and_the_tiers_hand_over_through_snapshots(monkeypa
     """A snapshot restores onto any tier (one state layout): generic -> specialised -> generic
     at every batch boundary gives the uninterrupted generic table."""
     monkeypatch.setattr(sp, "JIT", False)
-    case = CASES[FAST[1]]
+    case = CASES[CHECKED[1]]
     table, prog = conf.case_table(case), cc.compile(conf.case_pattern(case))
     whole = cc.Matcher(prog, key=case["pattern"].get("key"), time="ts", timeouts=True, columns=None)
     want = pa.concat_tables([whole.process(table), whole.close()])
@@ -350,7 +353,7 @@ def test_ctrl_c_stops_the_specialised_kernel():
 
 
 def test_colcep_match_takes_tier():
-    case = CASES[FAST[0]]
+    case = CASES[COMPILED]
     table = conf.case_table(case)
     want = cc.match(table, conf.case_pattern(case), time="ts", columns=[])
     got = cc.match(table, conf.case_pattern(case), time="ts", columns=[], tier="specialised")
@@ -358,7 +361,7 @@ def test_colcep_match_takes_tier():
 
 
 def test_a_failed_build_falls_back_to_generic_with_a_warning(monkeypatch):
-    case = CASES[FAST[0]]
+    case = CASES[COMPILED]
     want, _ = _run(case, "generic", True)
 
     def broken(prog):
@@ -376,7 +379,7 @@ def test_a_failed_build_falls_back_to_generic_with_a_warning(monkeypatch):
 
 def test_generic_tier_never_builds(monkeypatch):
     monkeypatch.setattr(sp, "load_module", lambda prog: pytest.fail("generic must not build"))
-    _, tiers = _run(CASES[FAST[0]], "generic", True, batch=3)
+    _, tiers = _run(CASES[COMPILED], "generic", True, batch=3)
     assert set(tiers) == {"generic"}
 
 

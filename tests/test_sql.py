@@ -551,12 +551,10 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
 @pytest.mark.parametrize("partition, rows, pattern", [
     ("PARTITION BY name", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "UP{2,} DOWN"),
     ("", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "PERMUTE(UP{2,}?, DOWN) | UP DOWN{2}")])
-def test_spark_equals_in_process(partition, rows, pattern):
-    from colcep.spark import local_session
+def test_spark_equals_in_process(partition, rows, pattern, spark):
     from colcep.spark.sql import sql as spark_sql
     from colcep.ticks import make_ticks
 
-    spark = local_session(2)
     ticks = make_ticks(20_000 if partition else 3_000, symbols=10 if partition else 1, seed=4)
     q = SPARK_QUERY.format(partition=partition, rows=rows, pattern=pattern)
     want = sql_cep(q, ticks=ticks)

@@ -143,7 +143,7 @@ def test_a_skip_flink_fails_on_is_a_sql_error_only_when_a_match_hits_it():
 
 
 @pytest.mark.spark
-def test_spark_gives_the_in_process_rows():
+def test_spark_gives_the_in_process_rows(spark):
     """The cases through ``colcep.sql`` on a Spark DataFrame give the in-process rows, or the
     SqlError (a failure found while matching fails the Spark job with its message): every
     refusal (raised before Spark runs), a third of the cases where Flink found matches or
@@ -151,8 +151,6 @@ def test_spark_gives_the_in_process_rows():
     all of them would take 3-4 minutes of CI)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from colcep.spark import local_session
-    spark = local_session(2)
     refused = [c for c in CASES if "error" in c and not c["rows"]]
     ran = [c for c in CASES if c.get("expected") or ("error" in c and c["rows"])]
     cases = refused + ran[::3] + [c for c in CASES if c.get("expected") == []][::10]

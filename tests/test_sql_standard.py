@@ -297,12 +297,10 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
     ("PARTITION BY name", "ONE ROW PER MATCH", "PAST LAST ROW", "UP{2,} DOWN"),
     ("PARTITION BY name", "ALL ROWS PER MATCH", "TO NEXT ROW", "UP+? (DOWN | UP){2} $"),
     ("", "ALL ROWS PER MATCH WITH UNMATCHED ROWS", "PAST LAST ROW", "UP{2,} DOWN*")])
-def test_spark_equals_in_process(partition, rows, skip, pattern):
-    from colcep.spark import local_session
+def test_spark_equals_in_process(partition, rows, skip, pattern, spark):
     from colcep.spark.sql import sql as spark_sql
     from colcep.ticks import make_ticks
 
-    spark = local_session(2)
     ticks = make_ticks(20_000 if partition else 2_000, symbols=10 if partition else 1, seed=4)
     q = SPARK_QUERY.format(partition=partition, rows=rows, skip=skip, pattern=pattern)
     want = std(q, ticks=ticks)

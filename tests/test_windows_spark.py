@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from colcep.windows import Count, Global, Session, Sliding, Tumbling, WindowSpecError, aggregate, assign, ohlc
+from spark_settings import BATCH_ROWS, SHUFFLE_PARTITIONS, spark_settings
 
 pytestmark = pytest.mark.spark
 
@@ -18,18 +18,11 @@ AGGS = {"n": "count", "s": ("p", "sum"), "f": ("p", "first"), "l": ("p", "last")
 
 
 @pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    pyspark = pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[1]").appName("colcep-windows-test")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-         .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
-         .getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    del pyspark
+def spark(spark):
+    """The test process's Spark session (conftest.py) with 64-row Arrow batches (a window's rows
+    reach the kernels in many batches) and two shuffle partitions."""
+    with spark_settings(spark, {BATCH_ROWS: 64, SHUFFLE_PARTITIONS: 2}):
+        yield spark
 
 
 @pytest.fixture(scope="module")

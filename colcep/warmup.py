@@ -1,0 +1,95 @@
+"""Compile colcep's kernels ahead of the first scan, its subsystems in parallel processes.
+
+A kernel compiles the first time a process on this machine calls it and is then cached on disk
+(:mod:`colcep.cache`). The CEP engine's step is the largest (one chain of calls Numba compiles
+one function at a time); the standard SQL mode's row-pattern search, the window and trigger
+kernels are independent of it, so on a machine with two or more cores they compile beside it.
+Each group runs small scans that call its kernels with the argument types real scans use; what
+is already cached is only loaded. ``colcep warmup`` runs this (images, cluster init scripts,
+CI before a test run).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, Sequence
+
+__all__ = ["GROUPS", "warmup", "warm_group"]
+
+
+def _ticks():
+    from colcep.ticks import make_ticks
+
+    return make_ticks(3000, 4, 1)
+
+
+def _cep() -> None:
+    import colcep as cc
+    from colcep.examples import BENCHMARK_PATTERNS
+    from colcep.expr import col, prev
+
+    t = _ticks()
+    rise = cc.Pattern.begin("a").where(col("price") > prev("price")).next("b").where(col("price") > col("volume"))
+    cc.match(t, BENCHMARK_PATTERNS["P2"], key="name", time="ts", timeouts=True)
+    cc.match(t, rise, key="name", time="ts")
+    cc.match_many(t, {k: BENCHMARK_PATTERNS[k] for k in ("P1", "P3", "P5")}, key="name", time="ts")
+
+
+def _sql() -> None:
+    import colcep as cc
+
+    q = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY name ORDER BY ts MEASURES FIRST(A.price) AS p, COUNT(*) AS n "
+         "AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) DEFINE B AS B.price > PREV(B.price), "
+         "C AS C.price < AVG(B.price))")
+    cc.sql(q, t=_ticks())
+
+
+def _windows() -> None:
+    import colcep as cc
+    from colcep import triggers as tr
+
+    t = _ticks()
+    cc.ohlc(t, "1min", key="name")
+    cc.aggregate(t, cc.Session("30s"), {"n": "count", "px": ("price", "last")}, key="name")
+    cc.aggregate(t, cc.Sliding("5min", "1min"), {"v": ("volume", "sum")}, key="name")
+    cc.aggregate(t, cc.Tumbling("1h"), {"v": ("volume", "sum")}, key="name", trigger=tr.ContinuousEventTime("1min"),
+                 allowed_lateness="5min", out_of_orderness="2s")
+
+
+#: The groups of kernels, largest first: name -> a function that calls them.
+GROUPS: dict[str, Callable[[], None]] = {"cep": _cep, "sql": _sql, "windows": _windows}
+
+
+def warm_group(name: str) -> tuple[str, float, int]:
+    """Run one group's scans in this process: (name, seconds, kernels compiled here)."""
+    from colcep import cache
+
+    cache.notice = False
+    t0 = time.perf_counter()
+    GROUPS[name]()
+    return name, time.perf_counter() - t0, cache.kernel_compiles()
+
+
+def warmup(groups: Sequence[str] | None = None, processes: int | None = None,
+           report: Callable[[str], None] | None = None) -> dict[str, tuple[float, int]]:
+    """Compile (or load) the kernels of ``groups`` (default: all of :data:`GROUPS`), in up to
+    ``processes`` fresh processes at once (default: the cores, at most one per group); returns
+    name -> (seconds, kernels compiled). ``report`` gets a line as each group finishes."""
+    names = list(GROUPS) if groups is None else list(groups)
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        from colcep.errors import InputError
+
+        raise InputError(f"unknown kernel group {unknown[0]!r}; the groups are {list(GROUPS)}")
+    n = max(1, min(len(names), processes or os.cpu_count() or 1))
+    done: dict[str, tuple[float, int]] = {}
+    # fresh interpreters ("spawn"): the caller may hold threads or a JVM that a fork would copy
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for fut in as_completed([pool.submit(warm_group, name) for name in names]):
+            name, seconds, compiled = fut.result()
+            done[name] = (seconds, compiled)
+            if report is not None:
+                report(f"{name}: {compiled} kernels compiled, {seconds:.1f} s")
+    return done
