@@ -96,6 +96,9 @@ print(json.dumps({"case": case, "outcome": outcome, "message": msg[:300], "rows_
 
 ROWS = {"merged_kleene": 200_000, "combinations": 60, "skip_till_any": 200_000, "p5": 12_000_000,
         "matches": 200_000}
+#: Inputs that exceed a 64 MiB bound in seconds (the test suite's and the quick benchmarks').
+SMALL_ROWS = {"merged_kleene": 50_000, "combinations": 60, "skip_till_any": 50_000, "p5": 1_000_000,
+              "matches": 50_000}
 
 
 def run_case(case: str, bound: int = 1 << 30, headroom: int = 3 << 29, rows: int | None = None,

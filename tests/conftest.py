@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from spark_settings import RUNTIME, spark_settings  # noqa: E402 (tests/ is on the path from here)
+from spark_settings import JAVA_OPTIONS, RUNTIME, spark_settings  # noqa: E402 (tests/ is on the path from here)
 
 CORPUS = HERE.parent / "conformance"
 
@@ -46,7 +46,7 @@ def spark():
     pytest.importorskip("pyspark")
     from colcep.spark import local_session
 
-    s = local_session(2, shuffle_partitions=2, memory="1g")
+    s = local_session(2, shuffle_partitions=2, memory="1g", java_options=JAVA_OPTIONS)
     yield s
     s.stop()
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_settings import JAVA_OPTIONS
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 JOB = r'''
@@ -39,7 +41,7 @@ import colcep
 from colcep.examples import get_example
 from colcep.spark import ScanMetrics, default_partitions, executor_report, match, ship
 
-master, zip_path, data, out = sys.argv[1:5]
+master, zip_path, data, out, java_options = sys.argv[1:6]
 from pyspark.sql import SparkSession
 
 t0 = time.perf_counter()
@@ -47,6 +49,7 @@ spark = (SparkSession.builder.master(master).appName("colcep-cluster-test")
          .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.driver.memory", "1g").config("spark.executor.memory", "1g")
+         .config("spark.driver.extraJavaOptions", java_options).config("spark.executor.extraJavaOptions", java_options)
          .config("spark.cores.max", "2").config("spark.task.maxFailures", "1")
          .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.session.timeZone", "UTC")
@@ -161,7 +164,7 @@ def cluster(tmp_path_factory):
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env.update(SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root), SPARK_WORKER_DIR=str(work),
-               SPARK_NO_DAEMONIZE="1")
+               SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_JAVA_OPTS=JAVA_OPTIONS)
     spark_class = os.path.join(home, "bin", "spark-class")
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
@@ -198,7 +201,7 @@ def _run_app(tmp: Path, url: str, py: str, zip_path: str, data: str, name: str) 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYSPARK_PYTHON"] = py
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    p = subprocess.run([sys.executable, str(script), url, zip_path, data, str(out)], cwd=tmp, env=env,
+    p = subprocess.run([sys.executable, str(script), url, zip_path, data, str(out), JAVA_OPTIONS], cwd=tmp, env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{name} failed:\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
     return json.loads(out.read_text())

@@ -12,14 +12,12 @@ import memory_bound  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc: Linux")
 
-SMALL_ROWS = {"merged_kleene": 50_000, "combinations": 60, "skip_till_any": 50_000, "p5": 1_000_000,
-              "matches": 50_000}
-
 
 @pytest.mark.parametrize("case", memory_bound.CASES)
 def test_a_runaway_ends_in_capacity_error_under_a_small_bound(case):
     bound = 64 << 20
-    r = memory_bound.run_case(case, bound=bound, headroom=bound * 3 // 2, rows=SMALL_ROWS[case], timeout=600)
+    r = memory_bound.run_case(case, bound=bound, headroom=bound * 3 // 2, rows=memory_bound.SMALL_ROWS[case],
+                              timeout=600)
     assert r["outcome"] == "CapacityError", r
     assert r["max_state_mib"] <= 64 and r["state_after_mib"] <= 64
 

@@ -32,6 +32,7 @@ from colcep import CapacityError, col
 from colcep.examples import get_example
 from colcep.spark.stream import KeyState, step, stream_spec, timer_ms
 from colcep.ticks import make_ticks
+from spark_settings import JAVA_OPTIONS
 
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 DELAY_US = 5_000_000             # the watermark delay of these tests: 5 s
@@ -681,7 +682,7 @@ def _job(src: str, work: str, kill: str | None) -> None:
     from colcep.spark import local_session, match, match_stream, state_report
 
     os.environ["COLCEP_TEST_DRIVER_PGID"] = str(os.getpgid(0))
-    spark = local_session(2, shuffle_partitions=2)
+    spark = local_session(2, shuffle_partitions=2, java_options=JAVA_OPTIONS)
     where, at = (kill.split(":") if kill else (None, None))
 
     def killer(here: str):

@@ -9,6 +9,7 @@
   address space is limited to its size before plus 1.5 GiB (``asv_bench/memory_bound.py``): the
   outcome (1: ``CapacityError``, 0: anything else: ``MemoryError``, a kill) and the peaks.
 """
+import functools
 import time
 
 import colcep as cc
@@ -76,6 +77,17 @@ class BatchSize:
     track_ratio_small_to_large.unit = "x"
 
 
+@functools.lru_cache(maxsize=None)
+def _bound_run(case: str, quick: bool) -> dict:
+    """One child run of ``case`` per process (the track_ methods read the same run); the quick
+    smoke run (CI) takes a 64 MiB bound, 96 MiB of headroom and the small inputs of
+    tests/test_memory_bound.py."""
+    import memory_bound  # asv_bench/memory_bound.py (common put asv_bench on sys.path)
+
+    kw = dict(bound=64 << 20, headroom=96 << 20, rows=memory_bound.SMALL_ROWS[case]) if quick else {}
+    return memory_bound.run_case(case, **kw)
+
+
 class StateBound:
     params = (["merged_kleene", "combinations", "skip_till_any", "p5", "matches"],)
     param_names = ["case"]
@@ -84,18 +96,8 @@ class StateBound:
     repeat = 1
     rounds = 1
 
-    def setup(self, case):
-        import memory_bound  # asv_bench/memory_bound.py (common put asv_bench on sys.path)
-
-        self._run = memory_bound.run_case
-        self._result = None
-        # the quick smoke run (CI) uses a 64 MiB bound, 96 MiB of headroom and small inputs
-        self._kw = dict(bound=64 << 20, headroom=96 << 20, rows={"p5": 1_000_000}.get(case)) if QUICK else {}
-
     def _get(self, case):
-        if self._result is None:
-            self._result = self._run(case, **self._kw)
-        return self._result
+        return _bound_run(case, QUICK)
 
     def track_capacity_error(self, case):
         return 1.0 if self._get(case)["outcome"] == "CapacityError" else 0.0
