@@ -20,7 +20,7 @@ from colcep import InputError, PatternError, col
 from colcep.examples import P1, P2, get_example
 from colcep.spark import ID_BITS, KeyedStream, arrow_spec
 from colcep.ticks import make_ticks, write_ticks
-from spark_settings import BATCH_ROWS, spark_settings
+from spark_settings import BATCH_ROWS, JAVA_OPTIONS, spark_settings
 
 
 def canon(tbl: pa.Table, key: str | None = "name") -> Counter:
@@ -126,6 +126,17 @@ def ticks():
 @pytest.fixture(scope="module")
 def ticks_df(spark, ticks):
     return spark.createDataFrame(ticks).cache()
+
+
+def test_local_session_java_options(spark):
+    """``java_options`` reach the JVM beside the quiet log configuration; given twice, an error."""
+    from colcep.spark import local_session
+
+    jvm_args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(JAVA_OPTIONS.split()) <= set(jvm_args), jvm_args
+    assert any(a.startswith("-Dlog4j2.configurationFile=file:") for a in jvm_args), jvm_args
+    with pytest.raises(InputError, match="either as java_options or in conf's spark.driver.extraJavaOptions"):
+        local_session(java_options="-Xss4m", conf={"spark.driver.extraJavaOptions": "-Xss8m"})
 
 
 def set_batch(spark, rows: int) -> None:

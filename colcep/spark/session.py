@@ -61,6 +61,9 @@ def local_session(cores: int | None = None, *, memory: str = "2g", shuffle_parti
     CPU (a session and three small jobs: 16 s of CPU instead of 26), long ones run slower.
     An existing session is returned as it is (its settings cannot change).
     """
+    if java_options and "spark.driver.extraJavaOptions" in (conf or {}):
+        raise InputError("give the JVM's options either as java_options or in conf's spark.driver.extraJavaOptions, "
+                         "not both")
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -82,12 +85,9 @@ def local_session(cores: int | None = None, *, memory: str = "2g", shuffle_parti
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.adaptive.enabled": "true",
     }
-    if not any(k in (conf or {}) for k in ("spark.driver.extraJavaOptions",)):
+    if "spark.driver.extraJavaOptions" not in (conf or {}):
         settings["spark.driver.extraJavaOptions"] = \
             f"{java_options} -Dlog4j2.configurationFile=file:{_quiet_log4j()}".strip()
-    elif java_options:
-        raise InputError("give the JVM's options either as java_options or in conf's spark.driver.extraJavaOptions, "
-                         "not both")
     settings.update({k: str(v) for k, v in (conf or {}).items()})
     builder = SparkSession.builder.master(f"local[{n}]").appName(app_name)
     for k, v in settings.items():
