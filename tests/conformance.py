@@ -164,6 +164,13 @@ def check_case(case: dict, engine: str = "colcep") -> str | None:
         got, got_to = ENGINES[engine](case, want_timeouts)
     except Exception as exc:  # a crash is a failure with its reason
         return f"error: {type(exc).__name__}: {exc}"
+    return compare(case, got, got_to)
+
+
+def compare(case: dict, got: list, got_to: list) -> str | None:
+    """None if ``got`` (matches) and ``got_to`` (timeouts), as ``rows_to_matches`` gives them,
+    are Flink's output for the case, else a short diff."""
+    want_timeouts = case.get("expected_timeouts") is not None
     stage_order = case_pattern(case).stage_names()
     by_value = case.get("compare_by") == "value"
     as_list = case.get("expected") is None
