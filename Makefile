@@ -22,7 +22,6 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 test: $(VENV)/.installed
-	$(VENV)/bin/colcep warmup
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 scan: $(VENV)/.installed

@@ -23,6 +23,21 @@ from spark_settings import JAVA_OPTIONS, RUNTIME, spark_settings  # noqa: E402 (
 CORPUS = HERE.parent / "conformance"
 
 
+def pytest_sessionstart(session):
+    """With several test processes (pytest-xdist), the kernels are compiled here once, before
+    the workers start (``precompile.before_workers``; a second or two when they are cached)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", 0):
+        return
+    import time
+
+    import precompile
+
+    t0 = time.perf_counter()
+    precompile.before_workers(lambda line: print(f"colcep warmup: {line}", flush=True))
+    print(f"colcep warmup: done in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 def pytest_collection_modifyitems(config, items):
     """Spark and ``slow`` tests first (in their order, the rest in theirs): with several
     processes (pytest-xdist) the long tests then start at once, and the short ones fill in

@@ -29,6 +29,7 @@ from colcep.pattern import Pattern
 from colcep.skip import SkipPastLastEvent
 
 import conformance as conf
+import precompile
 from interrupts import assert_ctrl_c_stops_cleanly
 
 CASES = {c["id"]: c for c in conf.load_cases([conf.CORPUS])}
@@ -39,6 +40,7 @@ CHECKED = ["random.7000305",  # until, not_followed_by, skip to next, allow_comb
            "random.7000010",  # skip past last event, five aggregates, no window
            "random.7000448"]  # no skip, until with allow_combinations, times
 COMPILED = CHECKED[0]  # the case whose module Numba compiles (the tests below load it again)
+assert COMPILED == precompile.SPEC_CASE  # compiled before the test processes start (conftest.py)
 
 
 # ----------------------------------------------------------------------------- generated conditions

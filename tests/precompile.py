@@ -1,0 +1,35 @@
+"""Compiling before the test processes start: with several (pytest-xdist), the controller
+compiles the kernels once (``colcep.warmup``, its groups in parallel processes) and, beside
+them, the one specialised module the tests compile for real (``test_specialise.COMPILED``); the
+workers then load them from the machine's cache instead of each compiling what it meets first."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+#: The conformance case whose specialised module test_specialise compiles with Numba.
+SPEC_CASE = "random.7000305"
+
+
+def compile_spec_module() -> None:
+    """Compile (or load) ``SPEC_CASE``'s specialised module, as test_specialise runs it."""
+    import colcep as cc
+    import conformance as conf
+
+    case = next(c for c in conf.load_cases([conf.CORPUS]) if c["id"] == SPEC_CASE)
+    m = cc.Matcher(conf.case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=True, columns=[],
+                   tier="specialised")
+    m.process(conf.case_table(case))
+    m.close()
+
+
+def before_workers(report) -> None:
+    """The kernels and the specialised module compiled (or loaded) in parallel processes."""
+    from colcep.warmup import warmup
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        spec = pool.submit(compile_spec_module)
+        warmup(processes=os.cpu_count(), report=report)
+        spec.result()
+    report("the specialised module of test_specialise compiled")
