@@ -16,7 +16,9 @@ def compile_spec_module() -> None:
     """Compile (or load) ``SPEC_CASE``'s specialised module, as test_specialise runs it."""
     import colcep as cc
     import conformance as conf
+    from colcep import cache
 
+    cache.notice = False  # (the warm-up reports what it compiled)
     case = next(c for c in conf.load_cases([conf.CORPUS]) if c["id"] == SPEC_CASE)
     m = cc.Matcher(conf.case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=True, columns=[],
                    tier="specialised")
