@@ -52,7 +52,6 @@ def corpus_dir() -> Path:
     return CORPUS
 
 
-
 @pytest.fixture(scope="session")
 def spark():
     """This process's local Spark session (two cores, two shuffle partitions), shared by every

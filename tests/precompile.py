@@ -1,7 +1,8 @@
 """Compiling before the test processes start: with several (pytest-xdist), the controller
 compiles the kernels once (``colcep.warmup``, its groups in parallel processes) and, beside
-them, the one specialised module the tests compile for real (``test_specialise.COMPILED``); the
-workers then load them from the machine's cache instead of each compiling what it meets first."""
+them, the one specialised module the tests compile for real (``SPEC_CASE``, test_specialise's
+``COMPILED``); the workers then load them from the machine's cache instead of each compiling
+what it meets first."""
 from __future__ import annotations
 
 import multiprocessing
@@ -14,16 +15,11 @@ SPEC_CASE = "random.7000305"
 
 def compile_spec_module() -> None:
     """Compile (or load) ``SPEC_CASE``'s specialised module, as test_specialise runs it."""
-    import colcep as cc
     import conformance as conf
     from colcep import cache
 
     cache.notice = False  # (the warm-up reports what it compiled)
-    case = next(c for c in conf.load_cases([conf.CORPUS]) if c["id"] == SPEC_CASE)
-    m = cc.Matcher(conf.case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=True, columns=[],
-                   tier="specialised")
-    m.process(conf.case_table(case))
-    m.close()
+    conf.run_table(next(c for c in conf.load_cases([conf.CORPUS]) if c["id"] == SPEC_CASE), True, "specialised")
 
 
 def before_workers(report) -> None:

@@ -37,7 +37,7 @@ def test_specialised_tier(case, monkeypatch):
     """The specialised tier forced: Flink's output, and exactly the generic tier's table (rows,
     order, match ids, every column) whole and in 1-row batches. Its generated module runs as
     Python (``specialise.JIT`` False): the same source Numba compiles, without a ~35 s compile per
-    case; ``test_specialise.py`` compiles it for real on a sample of cases."""
+    case; ``test_specialise.py`` compiles it for real on one case."""
     monkeypatch.setattr(specialise, "JIT", False)
     timeouts = case.get("expected_timeouts") is not None
     whole = run_table(case, timeouts, "specialised", columns=None)
