@@ -6,6 +6,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
+# The set-up installs with uv (from PyPI, into the venv): it downloads in parallel, ~30 s on a
+# fresh machine where pip took 50 s to 3 min. pip stays in the venv for the user's own installs.
 # Test processes (pytest-xdist): one per core by default
 TEST_WORKERS ?= auto
 EXAMPLES = $(filter-out _%,$(basename $(notdir $(wildcard examples/*.py))))
@@ -13,8 +15,8 @@ EXAMPLES = $(filter-out _%,$(basename $(notdir $(wildcard examples/*.py))))
 $(VENV)/.installed: pyproject.toml
 	@echo "make: setting up $(VENV) (numpy, numba, pyarrow, pyspark, matplotlib, test tools; a minute or two the first time) ..."
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet uv
+	$(PY) -m uv pip install --quiet --python $(PY) -e ".[dev]"
 	@echo "make: $(VENV) is ready (activate it with: source $(VENV)/bin/activate)"
 	touch $@
 
