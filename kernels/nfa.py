@@ -75,7 +75,7 @@ from .merge import merge_runs
 from .park import (PM_LIVE, PM_NK, any_expired, crosses, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds,
                    park, park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path,
                    start_park, take_woken, threshold_key, timeouts, wake_final, wake_parked)
-from .runs import deadline, expired, grow_runs, last_time, move_run
+from .runs import deadline, expired, grow_runs, last_time, move_run, short_of_room, turn_v_arena
 from .vm import STACK, v_take
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
@@ -466,8 +466,6 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     AK, SEG, KL, pm = P[11], P[14], P[15], P[18]
     n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
-    p_node = done[0]
-    hq_sts = Q[0]
     pend_node, pend_g, pend_flag, pend_tts = E
     n_row, n_stage, n_parent, n_ref, meta = buf
     m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
@@ -539,24 +537,11 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
         need = (na + nk + 1) * per_run
         n_all = na + KL[k]
         parking = park_min > 0 and n_all >= park_min  # a key with few runs steps them all (parking costs more)
-        if (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > hq_sts.shape[0]
-                or nh + 2 * n_all + need > pend_node.shape[0] or need > p_node.shape[0]
-                or parking and not park_fits(P, k, need) and not park_room(P, k, need)
-                or meta[0] - meta[2] + (n_all + 1) * per_run > opts[5]):
-            # (the bound, checked at every event for every run, listed or parked: where a batch
-            # is cut and which runs park do not change where it is exceeded)
+        if (short_of_room(need, n_all, nh, cap, buf, done, Q, E, opts[5], per_run)
+                or parking and not park_fits(P, k, need) and not park_room(P, k, need)):
             code_ = NEED_ROOM
             break
-        if v_at[0] + need + nk > (v_at[1] + 1) * 2 * cap:
-            # the V arena's half is used up: the live runs' V move to the other half's start
-            w = (1 - v_at[1]) * 2 * cap
-            for i in range(ao, ao + na):
-                for jj in range(vw):
-                    W_v[w * vw + jj] = W_v[W_vs[i] * vw + jj]
-                W_vs[i] = w
-                w += 1
-            v_at[1] = 1 - v_at[1]
-            v_at[0] = w
+        turn_v_arena(W_v, W_vs, v_at, ao, na, need + nk, cap, vw)
         j += 1
         for phase in range(2):
             fast = False
@@ -636,38 +621,16 @@ def _room_held(sts, spos, epos, node, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
-    """Process one batch (see the module docstring); every argument but the counts is a group:
-
-    - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
-      (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
-      tick time, max output events, max runs of all keys, the live runs from which a key parks
-      its waiting runs: ``colcep.engine.program.PARK_MIN``); ``stop``: the caller sets ``stop[0]``
-      to interrupt the call;
-    - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask, rows): the rows grouped
-      by key (CSR ``key_ptr``) through ``order`` (the identity when the columns are gathered in
-      key order, ``colcep.engine.state.key_batch``); ``rows[i]`` is the position of row ``i`` in
-      the batch as given, ``row0`` the stream position of the batch's first row;
-    - ``runs`` (ptr, state, node, start ts, start pos, V) and ``held`` (ptr, start ts, start
-      pos, end pos, node): the carried listed runs and held matches per key (CSR over keys);
-      ``park_``: the carried parked runs (``kernels.park``, changed in place: an open call's
-      changes are undoable); ``start_dead[k]`` is set (in place) when a STOP state discarded key
-      k's start run, which Flink never recreates; ``buf``: the shared buffer (row, stage,
-      parent, ref, meta);
-    - ``out``: the output arrays, appended to after ``nm`` matches and ``ne`` events.
-
-    A key without events in the call keeps its runs as they are (its listed runs and held
-    matches are copied, its parked runs not touched). Returns the new ``runs``, ``held``, ``buf``
-    and park (possibly grown) and ``out``, the numbers of matches and events written in all,
-    and a status (code, key, figure). After an error the returned state is partial."""
-    key_ptr = batch[0]
-    n_keys = key_ptr.shape[0] - 1
-    r_ptr, r_state, r_node, r_sts, r_spos, r_v = runs
-    h_ptr, h_sts, h_spos, h_epos, h_node = held
-    n_row, n_stage, n_parent, n_ref, meta = buf
+def work_groups(prog, opts, batch, runs, buf, park_):
+    """The groups ``_run_key`` (or a generated per-key step) takes besides the program, the
+    options, the batch, the stop flag, the buffer and the output, as ``run_batch`` makes them
+    for a call: ``(mode, cap, W, done, aux, Q, E, S, cur, PK, P)``. (Their Numba types make a
+    per-key step's signature: ``colcep.engine.stepgen``.)"""
+    n_keys = batch[0].shape[0] - 1
+    n_row = buf[0]
     max_push, max_edges, st_merge = prog[18], prog[19], prog[17]
-    skip_code, want_timeouts, max_nodes, tick_ts = opts[1], opts[3], opts[5], opts[6]
-    vw = r_v.shape[1]
+    skip_code, want_timeouts = opts[1], opts[3]
+    vw = runs[5].shape[1]
     per_run = 2 * max_edges + 1
     # Merging equivalent runs (SASE+ 4.2.2): with no skip strategy and no timed-out output a
     # completed merged run stands for its runs' matches, all emitted at once
@@ -680,23 +643,6 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     # partial matches are wanted, since those runs could still time out first).
     dominate = (skip_code == SKIP_PAST_LAST_EVENT or skip_code == SKIP_TO_NEXT) and want_timeouts == 0
     mode = (per_run, dominate, merging, vw)
-    # new carried state
-    nr_ptr = np.zeros(n_keys + 1, np.int64)
-    nr_state = np.empty(max(16, r_state.shape[0]), np.int32)
-    nr_node = np.empty(nr_state.shape[0], np.int64)
-    nr_sts = np.empty(nr_state.shape[0], np.int64)
-    nr_spos = np.empty(nr_state.shape[0], np.int64)
-    nr_v = np.empty((nr_state.shape[0], vw), np.float64)
-    nh_ptr = np.zeros(n_keys + 1, np.int64)
-    nh_sts = np.empty(max(16, h_sts.shape[0]), np.int64)
-    nh_spos = np.empty(nh_sts.shape[0], np.int64)
-    nh_epos = np.empty(nh_sts.shape[0], np.int64)
-    nh_node = np.empty(nh_sts.shape[0], np.int64)
-    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
-    outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
-    bufT = (n_row, n_stage, n_parent, n_ref, meta)
-    m_off[nm] = ne
-    status = np.zeros(3, np.int64)
     # work arrays (see _run_key), grown between its calls: the runs ``W`` (two halves of
     # ``cap``), this event's completed matches, per-run scratch, held matches, emitted matches
     cap = 64
@@ -726,11 +672,81 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
                np.array([skip_code == NO_SKIP and wake_final(prog[0], prog[3], prog[4], prog[5], prog[6], pk_idx,
                                                              PK[5])], np.int64),
                first_threshold_states(prog[0], prog[3], prog[4], prog[5], prog[15], pk_idx, PK[5], dominate))
+    P = fit_park(park_, PK[1].shape[0], vw, n_keys)
+    P[18][PM_NK] = 0
+    return mode, cap, Wt, done, aux, Q, E, S, cur, PK, P
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
+    """Process one batch (see the module docstring); every argument but the counts is a group:
+
+    - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
+      (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
+      tick time, max output events, max runs of all keys, the live runs from which a key parks
+      its waiting runs: ``colcep.engine.program.PARK_MIN``); ``stop``: the caller sets ``stop[0]``
+      to interrupt the call;
+    - ``batch``: (key_ptr, order, row0, ts, masks, cols, start_mask, rows): the rows grouped
+      by key (CSR ``key_ptr``) through ``order`` (the identity when the columns are gathered in
+      key order, ``colcep.engine.state.key_batch``); ``rows[i]`` is the position of row ``i`` in
+      the batch as given, ``row0`` the stream position of the batch's first row;
+    - ``runs`` (ptr, state, node, start ts, start pos, V) and ``held`` (ptr, start ts, start
+      pos, end pos, node): the carried listed runs and held matches per key (CSR over keys);
+      ``park_``: the carried parked runs (``kernels.park``, changed in place: an open call's
+      changes are undoable); ``start_dead[k]`` is set (in place) when a STOP state discarded key
+      k's start run, which Flink never recreates; ``buf``: the shared buffer (row, stage,
+      parent, ref, meta);
+    - ``out``: the output arrays, appended to after ``nm`` matches and ``ne`` events.
+
+    A key without events in the call keeps its runs as they are (its listed runs and held
+    matches are copied, its parked runs not touched). Returns the new ``runs``, ``held``, ``buf``
+    and park (possibly grown) and ``out``, the numbers of matches and events written in all,
+    and a status (code, key, figure). After an error the returned state is partial."""
+    return _batch(_run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_batch_with(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
+    """``run_batch`` with another per-key step in place of ``_run_key``: a first-class function of
+    its signature (a generated step, ``colcep.engine.stepgen``), so that this driver is compiled
+    once for every pattern (its one overload takes the function's type, not the function)."""
+    return _batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
+    """``run_batch``'s body, ``run_key`` stepping each key (inlined into both entries)."""
+    key_ptr = batch[0]
+    n_keys = key_ptr.shape[0] - 1
+    r_ptr, r_state, r_node, r_sts, r_spos, r_v = runs
+    h_ptr, h_sts, h_spos, h_epos, h_node = held
+    n_row, n_stage, n_parent, n_ref, meta = buf
+    max_nodes, tick_ts = opts[5], opts[6]
+    vw = r_v.shape[1]
+    mode, cap, Wt, done, aux, Q, E, S, cur, PK, P = work_groups(prog, opts, batch, runs, buf, park_)
+    per_run, merging = mode[0], mode[2]
+    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = Wt
+    pk_idx = PK[0]
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     park_min = opts[9]
-    P = fit_park(park_, PK[1].shape[0], vw, n_keys)
     pm = P[18]
-    pm[PM_NK] = 0
+    # new carried state
+    nr_ptr = np.zeros(n_keys + 1, np.int64)
+    nr_state = np.empty(max(16, r_state.shape[0]), np.int32)
+    nr_node = np.empty(nr_state.shape[0], np.int64)
+    nr_sts = np.empty(nr_state.shape[0], np.int64)
+    nr_spos = np.empty(nr_state.shape[0], np.int64)
+    nr_v = np.empty((nr_state.shape[0], vw), np.float64)
+    nh_ptr = np.zeros(n_keys + 1, np.int64)
+    nh_sts = np.empty(max(16, h_sts.shape[0]), np.int64)
+    nh_spos = np.empty(nh_sts.shape[0], np.int64)
+    nh_epos = np.empty(nh_sts.shape[0], np.int64)
+    nh_node = np.empty(nh_sts.shape[0], np.int64)
+    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
+    outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
+    bufT = (n_row, n_stage, n_parent, n_ref, meta)
+    m_off[nm] = ne
+    status = np.zeros(3, np.int64)
     n_old_keys = r_ptr.shape[0] - 1
     out_runs = 0
     out_held = 0
@@ -817,7 +833,7 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
         cur[N_EVENTS] = n_events
         cur[PARKS] = park_min if any_park else 0
         while True:
-            code_ = _run_key(prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK)
+            code_ = run_key(prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK)
             nm = cur[NM]
             ne = cur[NE]
             if code_ == DONE:

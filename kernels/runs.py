@@ -77,3 +77,31 @@ def lower_bound(a, lo, hi, x):
         else:
             hi = mid
     return lo
+
+
+@njit(cache=True, nogil=True, inline="always")
+def short_of_room(need, n_all, nh, cap, buf, done, Q, E, max_nodes, per_run):
+    """Whether the next event of a key with ``n_all`` runs (listed and parked) and ``nh`` held
+    matches, which may make ``need`` nodes and runs, lacks room in the buffer or the work arrays,
+    or would take the buffer's live nodes past ``max_nodes`` (the bound, checked at every event
+    for every run: where a batch is cut does not change where it is exceeded)."""
+    n_row, meta = buf[0], buf[4]
+    return (n_row.shape[0] - meta[0] + meta[2] < need or need > cap or nh + n_all + need > Q[0].shape[0]
+            or nh + 2 * n_all + need > E[0].shape[0] or need > done[0].shape[0]
+            or meta[0] - meta[2] + (n_all + 1) * per_run > max_nodes)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def turn_v_arena(W_v, W_vs, v_at, ao, na, need, cap, vw):
+    """When ``need`` more V slots would pass the end of the V arena's half in use, the live runs'
+    (``ao``, ``na``) V move to the start of the other half."""
+    if v_at[0] + need <= (v_at[1] + 1) * 2 * cap:
+        return
+    w = (1 - v_at[1]) * 2 * cap
+    for i in range(ao, ao + na):
+        for jj in range(vw):
+            W_v[w * vw + jj] = W_v[W_vs[i] * vw + jj]
+        W_vs[i] = w
+        w += 1
+    v_at[1] = 1 - v_at[1]
+    v_at[0] = w

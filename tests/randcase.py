@@ -84,6 +84,11 @@ def cases(draw, max_events=22):
     skipd = {"type": skip}
     if skip in ("skipToFirst", "skipToLast"):
         skipd["stage"] = draw(st.sampled_from(names))
+    return _case(draw, stages, within, skipd, max_events)
+
+
+def _case(draw, stages, within, skipd, max_events):
+    """A case of these stages over random events (one or two keys)."""
     n = draw(st.integers(1, max_events))
     ts, events = 0, []
     for i in range(n):
@@ -93,3 +98,17 @@ def cases(draw, max_events=22):
     key = draw(st.sampled_from([None, None, "grp"]))
     return {"id": "random", "events": events, "expected": [], "expected_timeouts": [],
             "pattern": {"key": key, "stages": stages, "within_ms": within, "skip": skipd}}
+
+
+@st.composite
+def chains(draw, max_events=22):
+    """Cases of single-event stages joined by ``next`` / ``followedBy``, no skip strategy: the
+    shapes the compiled step (``colcep.engine.stepgen``) generates first."""
+    stages, names = [], []
+    for i in range(draw(st.integers(1, 4))):
+        name = f"s{i + 1}"
+        s = draw(stage(name, "begin" if i == 0 else draw(st.sampled_from(["next", "followedBy"])), list(names),
+                       allow_group=False))
+        stages.append(dict(s, quantifier=None, optional=False, greedy=False, inner="relaxed", until=None))
+        names.append(name)
+    return _case(draw, stages, draw(st.sampled_from([None, 4, 8, 15])), {"type": "noSkip"}, max_events)

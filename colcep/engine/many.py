@@ -16,7 +16,7 @@ from colcep.engine.inputs import as_table
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all,
                                    scan_input)
-from colcep.engine.specialise import DEFAULT_TIER
+from colcep.engine.tiers import DEFAULT_TIER
 from colcep.errors import InputError
 from colcep.pattern import with_key
 from colcep.progress import scan_progress, scanning

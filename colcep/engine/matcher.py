@@ -38,7 +38,7 @@ from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import scan_progress, scanning
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
-from colcep.engine.specialise import DEFAULT_TIER, Tier, check_tier
+from colcep.engine.tiers import DEFAULT_TIER, Tier, check_tier
 from colcep.engine.state import NODE_BYTES, MatcherState, key_batch, step
 from colcep.engine.watermark import ARRIVAL, next_watermark, release, time_values
 
@@ -119,7 +119,9 @@ class Matcher:
     tier: the step kernel (``colcep.engine.specialise``): "generic" (default) interprets the conditions;
         "specialised" compiles (once per machine, ~35 s of CPU, then cached on disk) a kernel with
         this pattern's conditions inlined before the first batch; "auto" compiles it in a
-        background thread and switches to it between batches once ready.
+        background thread and switches to it between batches once ready; "compiled" (being
+        built: ``colcep.engine.stepgen``) runs a per-key step generated for the pattern's shape
+        where the generator writes that shape, else the generic kernel.
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
@@ -213,7 +215,8 @@ class Matcher:
 
     @property
     def kernel_tier(self) -> str | None:
-        """The step kernel the last batch ran on: "generic" or "specialised" (None before any)."""
+        """The step kernel the last batch ran on: "generic", "specialised" or "compiled" (None
+        before any)."""
         return self._tier.active
 
     @property

@@ -16,11 +16,8 @@ compiled once per machine (~35 s of CPU), later processes load it. Writing a mod
 those of earlier kernel sources (``prune_stale``). With ``JIT`` off the module is not written
 but run as plain Python from memory (tests, debugging).
 
-:class:`Tier` is what a Matcher asks, per batch, for the ``run_batch`` to call: "generic"
-(always the generic kernel), "specialised" (built or loaded before the first batch) or "auto"
-(compiled in a background thread started at the first batch; the Matcher switches at the
-first batch boundary after it is ready). A failed generation or compile falls back to the
-generic kernel with a warning.
+``colcep.engine.tiers.Tier`` is what a Matcher asks, per batch, for the ``run_batch`` to call
+(this module's for "specialised" and "auto").
 """
 from __future__ import annotations
 
@@ -31,22 +28,18 @@ import os
 import re
 import sys
 import threading
-import warnings
 from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
 
 from colcep import cache
-from colcep.errors import ColcepWarning, InputError
 from colcep.kernels import codes as kc
 from colcep.kernels import conds as kconds
 from colcep.kernels import nfa as knfa
 from colcep.kernels import vm
 from colcep.engine.program import CompiledPattern
 
-TIERS = ("auto", "generic", "specialised")
-DEFAULT_TIER = "generic"
 MODULE_PREFIX = "colcep_spec_"
 GENERATOR_VERSION = 1  # bump when the generated code changes meaning
 # Numba-inline the generated cond / next_event into the step functions (their call sites): 8-33 %
@@ -61,7 +54,6 @@ JIT = os.environ.get("COLCEP_SPEC_JIT", "1") != "0"
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()  # this generator's source
 _LOCK = threading.Lock()  # one generation / import at a time in this process
 _MODULES: dict[str, ModuleType] = {}
-_SIGS: dict = {}  # arg_key -> arg_types, for every Tier of the process (many short-lived Matchers)
 
 
 # ----------------------------------------------------------------------------- bytecode -> expression
@@ -109,10 +101,12 @@ def _as_bool(node: tuple[str, str]) -> str:
     return s if kind == "b" else f"({s} != 0.0)"
 
 
-def translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str = "row") -> str:
+def translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str = "row",
+              literal: bool = True) -> str:
     """The program ``code[start:end]`` as one boolean expression, with exactly ``eval_program``'s
-    result (``value != 0``); ``row`` names the event."""
-    return _as_bool(_translate(code, consts, start, end, row))
+    result (``value != 0``); ``row`` names the event. Constants are written as literals, or
+    (``literal`` False) read from ``consts``, so that programs of one shape give one source."""
+    return _as_bool(_translate(code, consts, start, end, row, literal))
 
 
 def translate_value(code: np.ndarray, consts: np.ndarray, start: int, end: int) -> str:
@@ -121,7 +115,8 @@ def translate_value(code: np.ndarray, consts: np.ndarray, start: int, end: int) 
     return _as_float(_translate(code, consts, start, end, "-1"))
 
 
-def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str) -> tuple[str, str]:
+def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str,
+               literal: bool = True) -> tuple[str, str]:
     stack: list[tuple[str, str]] = []  # (kind: "f" float | "b" bool, source)
     pc = start
     while pc < end:
@@ -130,7 +125,8 @@ def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: 
             stack.append(("f", f"cols[{int(code[pc + 1])}, {row}]"))
             pc += 2
         elif op == vm.OP_CONST:
-            stack.append(("f", _const(float(consts[code[pc + 1]]))))
+            k = int(code[pc + 1])
+            stack.append(("f", _const(float(consts[k])) if literal else f"consts[{k}]"))
             pc += 2
         elif op == vm.OP_MASK:
             stack.append(("b", f"(masks[{int(code[pc + 1])}, {row}] != 0)"))
@@ -183,7 +179,7 @@ def _strip_not(lw, c: int) -> tuple[int, bool]:
 
 
 # ----------------------------------------------------------------------------- the module source
-_HELPERS = '''
+HELPERS = '''
 @njit(cache=True, nogil=True, inline="always")
 def _isnull(x):
     return x != x
@@ -316,7 +312,7 @@ def generate(prog: CompiledPattern) -> str:
     conds = ("\n\n# ---------------------------------------------------------------- this pattern's conditions\n"
              "from colcep.kernels.codes import BIG as BIG\n"
              "from colcep.kernels.conds import SCAN_AHEAD, cond as _generic_cond, next_event as _generic_next_event\n"
-             "from colcep.kernels.vm import _agg, compare, eval_program\n" + _HELPERS + "\n\n"
+             "from colcep.kernels.vm import _agg, compare, eval_program\n" + HELPERS + "\n\n"
              + _cond_source(prog) + "\n\n" + _next_event_source(prog))
     src = head + kernel + conds
     if not JIT:
@@ -334,23 +330,30 @@ def module_path(prog: CompiledPattern) -> str:
 def load_module(prog: CompiledPattern) -> ModuleType:
     """The specialised module for ``prog``: written once (atomically) under ``cache_dir()/spec``
     and imported; its functions compile on first call or load from Numba's disk cache."""
-    name = module_name(prog)
+    return load_generated(module_name(prog), module_path(prog), lambda: generate(prog), JIT,
+                          lambda folder: prune_stale(folder, MODULE_PREFIX, kernel_hash()))
+
+
+def load_generated(name: str, path: str, source: Callable[[], str], jit: bool,
+                   prune: Callable[[str], int]) -> ModuleType:
+    """The generated module ``name``: imported from ``path`` (written from ``source()`` first by
+    one process of the machine, atomically; ``prune(folder)`` then deletes stale ones), or with
+    ``jit`` False run as plain Python from memory. Loaded once per process."""
     with _LOCK:
         if name in _MODULES:
             return _MODULES[name]
-        if not JIT:  # nothing to cache: run from memory, its lines registered for tracebacks
-            return _MODULES.setdefault(name, _interpreted(name, generate(prog)))
-        path = module_path(prog)
+        if not jit:  # nothing to cache: run from memory, its lines registered for tracebacks
+            return _MODULES.setdefault(name, _interpreted(name, source()))
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            src = generate(prog)
+            src = source()
             with cache.compile_lock():  # one process of the machine writes it
                 if not os.path.exists(path):
                     tmp = f"{path}.{os.getpid()}.tmp"
                     with open(tmp, "w", encoding="utf-8") as fh:
                         fh.write(src)
                     os.replace(tmp, path)  # never rewritten: Numba's cache index keys it by its mtime
-                    prune_stale(os.path.dirname(path))
+                    prune(os.path.dirname(path))
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
@@ -372,15 +375,14 @@ def _interpreted(name: str, src: str) -> ModuleType:
     return mod
 
 
-_STALE = re.compile(rf"^{MODULE_PREFIX}[0-9a-f]{{24}}_([0-9a-f]{{16}})[._]")
-
-
-def prune_stale(folder: str) -> int:
-    """Delete the specialised modules in ``folder`` (and their Numba cache files) that earlier
-    kernel sources generated (another kernel hash: nothing loads them again; the options'
-    variants of this one stay); returns how many files went. Called when a module is written,
-    under the compile lock."""
-    current = kernel_hash()
+def prune_stale(folder: str, prefix: str = MODULE_PREFIX, current: str | None = None) -> int:
+    """Delete the generated modules ``<prefix><24 hex>_<16 hex>...`` in ``folder`` (and their Numba
+    cache files) whose kernel hash is not ``current`` (default: this tier's ``kernel_hash()``):
+    earlier kernel sources generated them and nothing loads them again (the options' variants of
+    the current one stay); returns how many files went. Called when a module is written, under
+    the compile lock."""
+    current = kernel_hash() if current is None else current
+    stale = re.compile(rf"^{prefix}[0-9a-f]{{24}}_([0-9a-f]{{16}})[._]")
     gone = 0
     for d in (folder, os.path.join(folder, "__pycache__")):
         try:
@@ -388,7 +390,7 @@ def prune_stale(folder: str) -> int:
         except OSError:
             continue
         for name in names:
-            m = _STALE.match(name)
+            m = stale.match(name)
             if m and m.group(1) != current:
                 try:
                     os.remove(os.path.join(d, name))
@@ -423,80 +425,3 @@ def compile_for(mod: ModuleType, sig: tuple) -> None:
         return
     with cache.compile_lock():
         mod.run_batch.compile(sig)
-
-
-# ----------------------------------------------------------------------------- the tier
-def check_tier(tier: str) -> str:
-    """``tier`` if it names a tier, else an InputError saying which ones do."""
-    if tier not in TIERS:
-        raise InputError(f"tier must be one of {list(TIERS)}, got {tier!r}")
-    return tier
-
-
-class Tier:
-    """Which ``run_batch`` a Matcher calls, batch by batch (see the module docstring)."""
-
-    def __init__(self, prog: CompiledPattern, tier: str = DEFAULT_TIER):
-        self.prog = prog
-        self.requested = check_tier(tier)
-        self._mod: ModuleType | None = None
-        self._failed = tier == "generic"
-        self._thread: threading.Thread | None = None
-        self._ready: set = set()  # argument types the specialised run_batch is compiled for
-        self._last: str | None = None
-        self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
-
-    @property
-    def active(self) -> str | None:
-        """The tier the last kernel call ran on (None before the first)."""
-        return self._last
-
-    def _fail(self, exc: BaseException) -> None:
-        self._failed = True
-        warnings.warn(f"colcep: the specialised kernel for this pattern could not be built ({type(exc).__name__}: "
-                      f"{exc}); the generic kernel runs it", ColcepWarning, stacklevel=4)
-
-    def _build(self, sig: tuple) -> None:
-        try:
-            mod = self._mod or load_module(self.prog)
-            compile_for(mod, sig)
-            self._mod = mod
-            self._ready.add(sig)
-        except Exception as exc:  # noqa: BLE001 - the generic tier is always correct
-            self._fail(exc)
-
-    def run_batch(self, args: tuple) -> Callable[..., Any]:
-        """The ``run_batch`` to call with ``args`` (compiles, loads or starts a compile as the
-        tier says)."""
-        if self._failed:
-            self._last = "generic"
-            return knfa.run_batch
-        with self._lock:
-            return self._pick(args)
-
-    def _pick(self, args: tuple) -> Callable[..., Any]:
-        key = arg_key(args)
-        sig = _SIGS.get(key)
-        if sig is None:
-            sig = _SIGS[key] = arg_types(args)
-        if sig not in self._ready:
-            if self.requested == "specialised":
-                self._build(sig)
-            else:  # "auto": this batch runs generic while the specialised kernel compiles
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._build, args=(sig,), daemon=True,
-                                                    name="colcep-specialise")
-                    self._thread.start()
-                self._last = "generic"
-                return knfa.run_batch
-        if sig in self._ready and not self._failed:
-            self._last = "specialised"
-            return self._mod.run_batch
-        self._last = "generic"
-        return knfa.run_batch
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a background compile; True when the specialised kernel is ready."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return bool(self._ready) and not self._failed

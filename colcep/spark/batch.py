@@ -42,7 +42,7 @@ from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import progress_wanted, spark_scan_meter
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
-from colcep.engine.specialise import check_tier
+from colcep.engine.tiers import check_tier
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -62,7 +62,7 @@ from colcep.engine.inputs import describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
-from colcep.engine.specialise import check_tier
+from colcep.engine.tiers import check_tier
 from colcep.engine.watermark import time_values
 from colcep.spark.batch import CompiledOnce
 

@@ -1,0 +1,438 @@
+"""The compiled step (tier ``"compiled"``): each pattern's per-key step written as straight-line
+code, run by the one compiled driver.
+
+``kernels.nfa.run_batch`` steps every key of a call through ``_run_key``, which interprets the
+automaton: a DFS over each state's edges read from tables, conditions through the bytecode VM,
+every child a new V slot and a copy. Here a pattern's per-key step is *generated*: a Python
+module whose ``run_key`` has ``_run_key``'s signature and protocol (the cursor, the statuses
+NEED_ROOM / NEED_OUT / OVER_CAPACITY / INTERRUPTED, the same room and bound checks, matches
+written through ``matches.flush_pending``), with one branch per state, its conditions inlined as
+expressions, and a run's one child updated in place. ``kernels.nfa.run_batch_with`` is the
+driver: ``run_batch``'s body with the step as a first-class function, compiled once for every
+pattern (its one overload takes the function's type), so a pattern costs only its step's compile.
+
+The carried state between calls (runs, held matches, buffer, park) is the generic tier's, in the
+same layout, so a state moves between the tiers at any batch boundary, snapshots are the same,
+and a call that fails is undone the same way.
+
+Constants are read from the program's ``consts`` array, not written into the code: patterns of
+one shape (other thresholds, windows, multipliers) generate the same source, hence one module
+and one compile. The module is a real file, ``cache_dir()/step/colcep_step_<source hash>_<kernel
+hash>.py``, compiled once per machine (Numba's disk cache beside it); with ``JIT`` off
+(``COLCEP_SPEC_JIT=0``) it runs as plain Python with the driver (tests, debugging).
+
+Shapes generated so far (:func:`unsupported` says why another pattern runs on the generic
+kernel): chains of single-event stages (``next`` / ``followed_by``), no skip strategy, no
+negation, no merging of runs (timed-out output, a window, or states that never merge), no runs
+waiting for a threshold (the generic kernel parks those).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import partial
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from colcep import cache
+from colcep.engine import specialise as sp
+from colcep.engine.program import CompiledPattern
+from colcep.kernels import codes as kc
+from colcep.kernels import nfa as knfa
+
+GENERATOR_VERSION = 1  # bump when the generated code changes meaning
+MODULE_PREFIX = "colcep_step_"
+_SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()
+_DRIVERS: dict = {}  # run_key's Numba type -> compiled (a set of signatures compiled for it)
+
+
+# ----------------------------------------------------------------------------- what is generated
+def _edges(prog: CompiledPattern, s: int) -> list[tuple[int, int, int]]:
+    p = prog.nfa
+    return [(int(p.trans_action[t]), int(p.trans_target[t]), int(p.trans_cond[t]))
+            for t in range(p.trans_ptr[s], p.trans_ptr[s + 1])]
+
+
+def _negation_of(prog: CompiledPattern, c: int, other: int) -> bool:
+    lw = prog.lowered
+    return c >= 0 and lw.cond_kind[c] == kc.COND_NOT and int(lw.cond_a[c]) == other
+
+
+def unsupported(prog: CompiledPattern, timeouts: bool, window: int) -> str | None:
+    """Why this generator cannot write ``prog``'s step yet (None: it can)."""
+    p = prog.nfa
+    if prog.skip_code != kc.NO_SKIP:
+        return "a skip strategy"
+    if prog.merging(timeouts) and window <= 0:
+        return "runs that merge (no window)"
+    for s in range(p.n_states):
+        kind = int(p.state_kind[s])
+        if kind == kc.FINAL:
+            continue
+        if kind != kc.NORMAL:
+            return "a negation (stop or pending state)"
+        edges = _edges(prog, s)
+        takes = [e for e in edges if e[0] == kc.TAKE]
+        if len(takes) != 1 or takes[0][1] == s:
+            return "a state with other than one TAKE edge forward (Kleene, optional or alternative stages)"
+        rest = [e for e in edges if e[0] != kc.TAKE]
+        if s == p.start_state and rest:
+            return "a start state with other edges than its TAKE"
+        if rest and not (len(rest) == 1 and rest[0][0] == kc.IGNORE and rest[0][1] == s
+                         and _negation_of(prog, rest[0][2], takes[0][2])):
+            return "an IGNORE edge other than the TAKE's negation (followed_by_any)"
+    if _parks(prog, timeouts):
+        # the generic kernel keeps many such runs of a key in threshold heaps; this step would
+        # look at each of them at every event
+        return "runs waiting for a threshold (the park)"
+    return None
+
+
+def _parks(prog: CompiledPattern, timeouts: bool) -> bool:
+    """Whether some state's waiting runs park (``kernels.park.park_table``)."""
+    from colcep.kernels import park as kpark
+
+    t = prog.tables()
+    pk_idx = kpark.park_table(t[0], t[15], t[7], t[8], t[9], t[14], t[10], t[17], prog.merging(timeouts))[0]
+    return bool((pk_idx >= 0).any())
+
+
+def _cond_expr(prog: CompiledPattern, c: int) -> str:
+    """Condition ``c`` (-1: true) for the event ``row`` and the V at ``v[voff]``, as an expression
+    (constants read from ``consts``: one source per shape)."""
+    if c < 0:
+        return "True"
+    lw = prog.lowered
+    inner, neg = sp._strip_not(lw, c)
+    if lw.cond_kind[inner] == kc.COND_MASK:
+        return f"(masks[{int(lw.cond_a[inner])}, row] {'==' if neg else '!='} 0)"
+    try:
+        e = sp.translate(lw.code, lw.consts, int(lw.cond_a[inner]), int(lw.cond_b[inner]), literal=False)
+    except sp._Untranslatable:
+        e = (f"eval_program(code, {int(lw.cond_a[inner])}, {int(lw.cond_b[inner])}, consts, row, masks, cols, v, "
+             "voff, vm_stack)")
+    return f"(not {e})" if neg else e
+
+
+def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
+    """The step of a listed run in state ``s`` at this event (in place: its one child)."""
+    p = prog.nfa
+    (_, tgt, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
+    waits = any(e[0] == kc.IGNORE for e in _edges(prog, s))
+    stage = int(p.state_stage[s])
+    final = int(p.state_kind[tgt]) == kc.FINAL
+    out = [f"            {'if' if first else 'elif'} s0 == {s}:",
+           f"                if {_cond_expr(prog, c)}:",
+           f"                    node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, node0)",
+           "                    n_ref[node1] += 1",
+           "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
+    if final:
+        out += ["                    p_node[npot] = node1",
+                "                    p_sts[npot] = W_sts[i]",
+                "                    p_spos[npot] = W_spos[i]",
+                "                    npot += 1"]
+    else:
+        out += [f"                    v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
+                f"                    W_state[w] = {tgt}",
+                "                    W_node[w] = node1",
+                "                    W_sts[w] = W_sts[i]",
+                "                    W_spos[w] = W_spos[i]",
+                "                    W_vs[w] = W_vs[i]",
+                "                    w += 1"]
+    if waits:
+        out += ["                else:",
+                "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+                "                    w += 1"]
+    else:
+        out += ["                else:",
+                "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
+    return out
+
+
+def _start_branch(prog: CompiledPattern) -> list[str]:
+    """The start run at this event (its V the empty one)."""
+    p = prog.nfa
+    s = int(p.start_state)
+    (_, tgt, c), = _edges(prog, s)
+    stage = int(p.state_stage[s])
+    out = ["if not dead and start_mask[row] != 0:",
+           "    voff = zero_off",
+           f"    if {_cond_expr(prog, c)}:",
+           f"        node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, -1)",
+           "        n_ref[node1] += 1"]
+    if int(p.state_kind[tgt]) == kc.FINAL:
+        out += ["        p_node[npot] = node1",
+                "        p_sts[npot] = t",
+                "        p_spos[npot] = g",
+                "        npot += 1"]
+    else:
+        out += ["        xo = v_at[0] * vw",
+                "        W_vs[w] = v_at[0]",
+                "        v_at[0] += 1",
+                "        for jj in range(vw):",
+                "            W_v[xo + jj] = W_v[zero_off + jj]",
+                f"        v_take(W_v, xo, vg_stage, vg_col, {stage}, cols, row, g)",
+                f"        W_state[w] = {tgt}",
+                "        W_node[w] = node1",
+                "        W_sts[w] = t",
+                "        W_spos[w] = g",
+                "        w += 1"]
+    return [" " * 12 + x for x in out]
+
+
+_HEAD = '''"""colcep compiled step (generated by colcep.engine.stepgen; one shape of pattern). Do not edit:
+delete the file to regenerate it."""
+import numpy as np
+from numba import njit
+
+from colcep.kernels.buffer import alloc, release
+from colcep.kernels.codes import BIG, TIME_MAX
+from colcep.kernels.matches import flush_pending
+from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
+                                NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP)
+from colcep.kernels.park import PM_NK, sort_by_path
+from colcep.kernels.runs import deadline, expired, move_run, short_of_room, turn_v_arena
+from colcep.kernels.vm import _agg, compare, eval_program, v_take
+'''
+
+_RUN_KEY = '''
+
+@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
+def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK):
+    """``kernels.nfa._run_key`` for this shape: step key ``cur[KEY]`` from event ``cur[J]`` on."""
+    window, want_timeouts, tick_ts = opts[0], opts[3], opts[6]
+    per_run, vw = mode[0], mode[3]
+    order, row0, ts, masks, cols, start_mask, rows = batch[1], batch[2], batch[3], batch[4], batch[5], batch[6], batch[7]
+    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = W
+    v = W_v  # (the name the generated conditions read V by)
+    code, consts, vg_stage, vg_col = prog[10], prog[11], prog[12], prog[13]
+    vm_stack = S[4]
+    KL, pm = P[15], P[18]
+    p_node, p_sts, p_spos = done
+    pend_node, pend_g, pend_flag, pend_tts = E
+    n_row, n_stage, n_parent, n_ref, meta = buf
+    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
+    walk = S[7]
+    k, row_lo, n_rows, n_events = cur[KEY], cur[ROW_LO], cur[N_ROWS], cur[N_EVENTS]
+    cap = W_state.shape[0] // 2
+    zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
+    max_runs = opts[4]
+    j, ao, na, nh, npend, nm, ne = cur[J], cur[AO], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE]
+    dead = cur[DEAD] != 0
+    code_ = DONE
+    while True:
+        if npend > 0:
+            r1, r2 = flush_pending(npend, pend_node, pend_g, pend_flag, pend_tts, k, n_row, n_stage, n_parent, n_ref,
+                                   meta, walk, m_key, m_row, m_flag, m_tts, m_off, nm, e_row, e_stage, ne)
+            if r1 < 0:
+                cur[ROOM] = r2
+                code_ = NEED_OUT
+                break
+            nm = r1
+            ne = r2
+            npend = 0
+        if j >= n_events:
+            break
+        if stop[0] != 0:
+            code_ = INTERRUPTED
+            break
+        final_tick = j == n_rows  # time advances to ``tick_ts`` with no event
+        if final_tick:
+            row = -1
+            t = tick_ts
+            g = BIG
+        else:
+            row = order[row_lo + j]
+            if na == 0 and (dead or start_mask[row] == 0):
+                # nothing alive for this key: jump to its next row that can start a match
+                if dead:
+                    j = n_rows
+                    continue
+                j += 1
+                while j < n_rows and start_mask[order[row_lo + j]] == 0:
+                    j += 1
+                continue
+            t = ts[row]
+            g = row0 + rows[row]
+        # room for this event (the generic step's check: the same bound, at every event stepped)
+        need = (na + pm[PM_NK] + 1) * per_run
+        if short_of_room(need, na + KL[k], nh, cap, buf, done, Q, E, opts[5], per_run):
+            code_ = NEED_ROOM
+            break
+        turn_v_arena(W_v, W_vs, v_at, ao, na, need, cap, vw)
+        j += 1
+        # 1. advanceTime: the runs whose window has passed (a prefix: runs are in start order) time
+        # out, as timed-out partial matches when they are wanted (in path order)
+        npend0 = npend
+        while window > 0 and na > 0 and ((final_tick and t == TIME_MAX) or expired(t, W_sts[ao], window)):
+            if want_timeouts:
+                n_ref[W_node[ao]] += 1
+                pend_node[npend] = W_node[ao]
+                pend_g[npend] = g
+                pend_flag[npend] = 1
+                pend_tts[npend] = deadline(W_sts[ao], window)
+                npend += 1
+            release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao])
+            ao += 1
+            na -= 1
+        if npend - npend0 > 1:
+            sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
+        if final_tick:
+            continue
+        # 2. computeNextStates, every run in start order (in place), then the start run
+        if ao + na + 1 > 2 * cap:  # the list crept to the end of the work arrays: back to their start
+            for i in range(na):
+                move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, i)
+            ao = 0
+        npot = 0
+        w = ao
+        for i in range(ao, ao + na):
+            if (i & 1023) == 1023 and stop[0] != 0:
+                break
+            s0 = W_state[i]
+            node0 = W_node[i]
+            voff = W_vs[i] * vw
+{branches}
+        else:
+{start}
+            na = w - ao
+            if na > max_runs:
+                cur[ROOM] = na
+                code_ = OVER_CAPACITY
+                break
+            # 3. no skip strategy: every completed match is emitted at once, in start order
+            for q in range(npot):
+                pend_node[npend] = p_node[q]
+                pend_g[npend] = g
+                pend_flag[npend] = 0
+                pend_tts[npend] = 0
+                npend += 1
+            continue
+        code_ = INTERRUPTED  # stopped inside the event (the caller undoes the call)
+        break
+    cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE] = j, ao, cur[HALF], na, nh, npend, nm, ne
+    cur[DEAD] = 1 if dead else 0
+    return code_
+'''
+
+
+def generate(prog: CompiledPattern) -> str:
+    """The compiled step's module source for ``prog`` (raises ValueError where :func:`unsupported`
+    names a reason, whatever the window)."""
+    why = unsupported(prog, False, 1)
+    if why is not None:
+        raise ValueError(f"the compiled step does not generate {why} yet")
+    p = prog.nfa
+    branches: list[str] = []
+    for s in range(p.n_states):
+        if int(p.state_kind[s]) != kc.FINAL and s != int(p.start_state):
+            branches += _state_branch(prog, s, not branches)
+    if not branches:
+        branches = ["            pass"]
+    src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
+    return _HEAD + sp.HELPERS + src
+
+
+# ----------------------------------------------------------------------------- the module, compiled
+def kernel_hash() -> str:
+    """A hash of the kernel sources the generated step calls (``nfa.py`` and the kernel modules
+    it imports, transitively) and of this generator's source."""
+    stamp = cache._stamp(knfa.__file__, getattr(knfa, "__loader__", None))
+    return hashlib.sha256(stamp + _SELF + f"step-v{GENERATOR_VERSION}".encode()).hexdigest()[:16]
+
+
+def module_name(src: str) -> str:
+    """``colcep_step_<source hash>_<kernel hash>`` (``_py``: ``JIT`` off): one per shape."""
+    return (f"{MODULE_PREFIX}{hashlib.sha256(src.encode()).hexdigest()[:24]}_{kernel_hash()}"
+            f"{'' if sp.JIT else '_py'}")
+
+
+def load(prog: CompiledPattern) -> ModuleType:
+    """The compiled step's module for ``prog``'s shape (generated, written and imported once)."""
+    src = generate(prog)
+    if not sp.JIT:
+        src = src.replace("from numba import njit\n", "from colcep.engine.specialise import _no_jit as njit\n")
+    name = module_name(src)
+    path = os.path.join(cache.cache_dir(), "step", name + ".py")
+    return sp.load_generated(name, path, lambda: src, sp.JIT,
+                             lambda folder: sp.prune_stale(folder, MODULE_PREFIX, kernel_hash()))
+
+
+def step_type(args: tuple) -> Any:
+    """The Numba type of a per-key step called by ``run_batch_with`` for a ``run_batch`` call with
+    ``args`` (the groups ``kernels.nfa.work_groups`` makes, as ``_run_key`` takes them)."""
+    from numba import typeof, types
+
+    tables, opts, stop, batch, runs, held, start_dead, buf, park, out, nm, ne = args
+    mode, cap, W, done, aux, Q, E, S, cur, PK, P = knfa.work_groups(tables, opts, batch, runs, buf, park)
+    group = (tables, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK)
+    return types.int64(*(typeof(x) for x in group))
+
+
+class Step:
+    """A pattern's compiled step, as a ``run_batch`` for the tier to call: ``Step(prog)(args)``
+    gives the callable (compiling the step and the driver for ``args``' types when new)."""
+
+    def __init__(self, prog: CompiledPattern):
+        self.mod = load(prog)
+        self._sigs: dict = {}  # arg_key -> the callable
+
+    def for_args(self, args: tuple) -> Callable[..., Any]:
+        key = sp.arg_key(args)
+        fn = self._sigs.get(key)
+        if fn is None:
+            fn = self._sigs[key] = self._build(args)
+        return fn
+
+    def _build(self, args: tuple) -> Callable[..., Any]:
+        run_key = self.mod.run_key
+        if not sp.JIT:  # the driver's body as Python, calling the interpreted step
+            return partial(_no_park, partial(knfa._batch.py_func, run_key))
+        from numba import types, typeof
+
+        sig = step_type(args)
+        driver = knfa.run_batch_with
+        with cache.compile_lock():
+            if sig.args not in run_key.overloads:
+                run_key.compile(sig.args)
+            driver_sig = (types.FunctionType(sig),) + tuple(typeof(a) for a in args)
+            try:
+                if driver_sig not in driver.overloads:
+                    driver.disable_compile(False)
+                    driver.compile(driver_sig)
+            finally:
+                # called with a step (a dispatcher), the driver must take it as a first-class
+                # function through the overload above, not compile a copy for that one function
+                driver.disable_compile(True)
+        # the overload's own entry (the arguments' types are the ones it was compiled for: the key
+        # of ``_sigs``), so that no call resolves the types of ~100 arrays in Python again
+        return partial(_no_park, partial(driver.overloads[driver_sig].entry_point, _address(run_key, sig)))
+
+
+def _address(fn: Any, sig: Any) -> Any:
+    """``fn``'s compiled overload for ``sig`` as a first-class function value whose address is
+    looked up once (a dispatcher passed as it is is looked up, and the call's types resolved,
+    in Python at every call: ~1 ms with ``run_batch``'s arguments)."""
+    from numba.core.types.function_type import WrapperAddressProtocol
+    from numba.experimental.function_type import _get_wrapper_address
+
+    class Step(WrapperAddressProtocol):
+        def __init__(self) -> None:
+            self.fn = fn  # (keeps the compiled code alive)
+            self.addr = _get_wrapper_address(fn, sig)
+
+        def __wrapper_address__(self) -> int:
+            return self.addr
+
+        def signature(self) -> Any:
+            return sig
+
+    return Step()
+
+
+def _no_park(run_batch: Callable[..., Any], tables, opts, *rest) -> Any:
+    """``run_batch`` with parking off (``opts[9]``, the live runs from which a key parks: never;
+    the generated step lists every run)."""
+    return run_batch(tables, opts[:9] + (np.int64(kc.BIG),), *rest)

@@ -1,0 +1,185 @@
+"""The compiled step (``colcep.engine.stepgen``, tier ``"compiled"``): its generated per-key step
+against the generic kernel on every conformance case and random pattern of the shapes it
+generates (whole, 1-row and 7-row batches, a snapshot and restore at every boundary, the live
+partial matches after every batch), the fall-back for other shapes, the hand-over between tiers,
+one module per shape, the bound and the interrupt. The generated modules run as Python (``JIT``
+False, the source Numba compiles) but in the one test that compiles the step and the driver."""
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+import colcep as cc
+from colcep import col, last
+from colcep.engine import interrupt, specialise, stepgen
+from colcep.errors import CapacityError
+from colcep.examples import benchmark_pattern, desk_patterns
+from colcep.ticks import make_ticks
+from conformance import CORPUS, case_pattern, case_table, compare, load_cases, rows_to_matches, run_table
+from randcase import chains, examples
+
+CASES = load_cases([CORPUS])
+
+
+def _generated(case) -> bool:
+    prog = cc.compile(case_pattern(case))
+    timeouts = case.get("expected_timeouts") is not None
+    return stepgen.unsupported(prog, timeouts, 1 if prog.pattern.window is not None else 0) is None
+
+
+GENERATED = [c for c in CASES if _generated(c)]
+
+
+@pytest.fixture
+def interpreted(monkeypatch):
+    """The generated modules run as Python (no Numba compile per shape)."""
+    monkeypatch.setattr(specialise, "JIT", False)
+
+
+def _tiers_agree(case, timeouts: bool, sizes=(None, 1, 7)) -> pa.Table:
+    """The case through both tiers, whole and in batches of each size, and restored from a
+    snapshot at every boundary into the compiled tier: the same tables (rows, order, match ids,
+    every column) and the same live partial matches after every batch. Returns the whole run."""
+    prog = cc.compile(case_pattern(case))
+    table = case_table(case)
+    key = case["pattern"].get("key")
+    whole = None
+    for size in sizes:
+        step = size or max(1, table.num_rows)
+        ms = {t: cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None, tier=t)
+              for t in ("generic", "compiled")}
+        outs = {t: [] for t in ms}
+        for lo in range(0, table.num_rows, step):
+            for t, m in ms.items():
+                outs[t].append(m.process(table.slice(lo, step)))
+            assert ms["compiled"].kernel_tier == "compiled"
+            assert ms["compiled"].live_partial_matches == ms["generic"].live_partial_matches
+        for t, m in ms.items():
+            outs[t].append(m.close())
+        got, want = pa.concat_tables(outs["compiled"]), pa.concat_tables(outs["generic"])
+        assert got.equals(want), size
+        whole = got if whole is None else whole
+        assert got.equals(whole), size
+    m = cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None, tier="compiled")
+    parts = []
+    for i in range(table.num_rows):
+        parts.append(m.process(table.slice(i, 1)))
+        m = cc.Matcher.restore(prog, m.snapshot(), tier="compiled")
+    parts.append(m.close())
+    assert pa.concat_tables(parts).equals(whole)
+    return whole
+
+
+def test_the_corpus_has_cases_of_the_generated_shapes():
+    assert len(GENERATED) >= 25
+    assert any(c.get("expected_timeouts") is not None for c in GENERATED)
+    assert any(c["pattern"].get("within_ms") for c in GENERATED)
+
+
+@pytest.mark.parametrize("case", GENERATED, ids=[c["id"] for c in GENERATED])
+def test_corpus_case_through_the_compiled_step(case, interpreted):
+    """Flink's output, and exactly the generic tier's, whatever the batches and restores."""
+    timeouts = case.get("expected_timeouts") is not None
+    whole = _tiers_agree(case, timeouts)
+    assert compare(case, *rows_to_matches(whole, timeouts)) is None
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(chains(max_events=18))
+def test_random_chains_through_the_compiled_step(case):
+    specialise.JIT, jit = False, specialise.JIT  # (hypothesis: no function-scoped monkeypatch)
+    try:
+        for timeouts in (False, True):
+            prog = cc.compile(case_pattern(case))
+            assume(stepgen.unsupported(prog, timeouts, 1 if prog.pattern.window is not None else 0) is None)
+            _tiers_agree(case, timeouts, sizes=(None, 1, 3))
+    finally:
+        specialise.JIT = jit
+
+
+def test_other_shapes_run_on_the_generic_kernel(interpreted):
+    """A pattern the generator does not write yet runs, and says so: the generic kernel."""
+    ticks = make_ticks(3000, symbols=4)
+    for name, why in (("P2", "a skip strategy"), ("P4", "followed_by_any"), ("P5", "the park")):
+        prog = cc.compile(benchmark_pattern(name))
+        assert why in stepgen.unsupported(prog, False, 1)
+        with pytest.raises(ValueError, match="does not generate"):
+            stepgen.generate(prog)
+        m = cc.Matcher(prog, key="name", time="ts", tier="compiled")
+        got = m.process(ticks)
+        assert m.kernel_tier == "generic"
+        assert got.equals(cc.Matcher(prog, key="name", time="ts").process(ticks))
+
+
+def test_one_source_per_shape():
+    """Constants are read from the program, not written into the code: the desk's four P1
+    variants (other volumes and windows) are one module."""
+    desk = desk_patterns()
+    p1 = [cc.compile(p) for n, p in desk.items() if n.startswith("P1_")]
+    assert len(p1) == 4 and len({p.fingerprint for p in p1}) == 4
+    assert len({stepgen.generate(p) for p in p1}) == 1
+    other = cc.compile(cc.Pattern.begin("a").where(col("volume") > 800).next("b").where(col("price") > 1.0))
+    assert stepgen.generate(other) != stepgen.generate(p1[0])
+    assert "800" not in stepgen.generate(p1[0])
+
+
+def test_a_state_moves_between_the_tiers_at_any_boundary(interpreted):
+    """Generic for the first batches, then compiled, then generic again (through snapshots):
+    the uninterrupted generic output."""
+    ticks = make_ticks(4000, symbols=6)
+    prog = cc.compile(benchmark_pattern("P1"))
+    want = cc.match(ticks, prog, key="name", time="ts")
+    m = cc.Matcher(prog, key="name", time="ts", tier="generic")
+    parts = [m.process(ticks.slice(0, 1000))]
+    for lo, tier in ((1000, "compiled"), (2500, "generic")):
+        m = cc.Matcher.restore(prog, m.snapshot(), tier=tier)
+        parts.append(m.process(ticks.slice(lo, 1500)))
+        assert m.kernel_tier == tier
+    parts.append(m.close())
+    assert pa.concat_tables(parts).equals(want) and want.num_rows > 0
+
+
+WAITS = (cc.Pattern.begin("a").where(col("volume") > 0)
+         .followed_by("b").where(col("name") == "never"))  # waits on a mask: listed, never parked
+
+
+def test_the_bound_on_partial_matches_holds_and_leaves_the_state(interpreted):
+    ticks = make_ticks(600, symbols=2)
+    prog = cc.compile(WAITS)
+    assert stepgen.unsupported(prog, True, 1) is None
+    errors = []
+    for tier in ("generic", "compiled"):
+        m = cc.Matcher(prog, key="name", time="ts", tier=tier, timeouts=True, max_partial_matches=50)
+        m.process(ticks.slice(0, 40))
+        before = m.snapshot()
+        with pytest.raises(CapacityError) as e:
+            m.process(ticks.slice(40, 560))
+        assert m.snapshot() == before
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
+def test_an_interrupt_stops_the_call_and_leaves_the_state(interpreted, monkeypatch):
+    ticks = make_ticks(2000, symbols=3)
+    m = cc.Matcher(WAITS, key="name", time="ts", tier="compiled", timeouts=True)
+    m.process(ticks.slice(0, 500))
+    before = m.snapshot()
+    monkeypatch.setattr(interrupt, "new_stop_flag", lambda: np.ones(1, np.uint8))
+    with pytest.raises(KeyboardInterrupt):
+        m.process(ticks.slice(500, 1500))
+    assert m.kernel_tier == "compiled" and m.snapshot() == before
+
+
+def test_compiled_step_equals_generic_and_shares_its_compile():
+    """The step and the driver compiled by Numba: the generic output; a second pattern of the
+    shape runs the same compiled step (no other module, no other overload)."""
+    ticks = make_ticks(20000, symbols=8)
+    desk = desk_patterns()
+    runs = []
+    for name in ("P1_v700_w5s", "P1_v900_w20s"):
+        m = cc.Matcher(desk[name], key="name", time="ts", tier="compiled")
+        got = pa.concat_tables([m.process(ticks.slice(0, 7000)), m.process(ticks.slice(7000)), m.close()])
+        assert m.kernel_tier == "compiled"
+        assert got.equals(cc.match(ticks, desk[name], key="name", time="ts")) and got.num_rows > 0
+        runs.append(m._tier._step.mod)
+    assert runs[0] is runs[1] and len(runs[0].run_key.overloads) == 1
