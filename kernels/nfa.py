@@ -448,6 +448,13 @@ def process_matches(opts, mode, W, done, aux, Q, E, buf, P, k, bo, nb, npot, nh,
     return bo, nb, nh, npend
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, bo, nb, npot, nh, npend, g):
+    """``process_matches`` as a function of its own: generated steps call it (compiled once,
+    linked into each) where they have completed or held matches."""
+    return process_matches(opts, mode, W, done, aux, Q, E, buf, P, k, bo, nb, npot, nh, npend, g)
+
+
 @njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK):
     """Step key ``cur[KEY]`` from its event ``cur[J]`` on through the three phases, with the

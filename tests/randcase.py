@@ -102,7 +102,7 @@ def _case(draw, stages, within, skipd, max_events):
 
 @st.composite
 def chains(draw, max_events=22):
-    """Cases of single-event stages joined by ``next`` / ``followedBy``, no skip strategy: the
+    """Cases of single-event stages joined by ``next`` / ``followedBy``, any skip strategy: the
     shapes the compiled step (``colcep.engine.stepgen``) generates first."""
     stages, names = [], []
     for i in range(draw(st.integers(1, 4))):
@@ -111,4 +111,8 @@ def chains(draw, max_events=22):
                        allow_group=False))
         stages.append(dict(s, quantifier=None, optional=False, greedy=False, inner="relaxed", until=None))
         names.append(name)
-    return _case(draw, stages, draw(st.sampled_from([None, 4, 8, 15])), {"type": "noSkip"}, max_events)
+    skip = draw(st.sampled_from(["noSkip", "skipToNext", "skipPastLastEvent", "skipToFirst", "skipToLast"]))
+    skipd = {"type": skip}
+    if skip in ("skipToFirst", "skipToLast"):
+        skipd["stage"] = draw(st.sampled_from(names))
+    return _case(draw, stages, draw(st.sampled_from([None, 4, 8, 15])), skipd, max_events)

@@ -71,9 +71,11 @@ def _tiers_agree(case, timeouts: bool, sizes=(None, 1, 7)) -> pa.Table:
 
 
 def test_the_corpus_has_cases_of_the_generated_shapes():
-    assert len(GENERATED) >= 25
+    assert len(GENERATED) >= 55
     assert any(c.get("expected_timeouts") is not None for c in GENERATED)
     assert any(c["pattern"].get("within_ms") for c in GENERATED)
+    skips = {c["pattern"]["skip"]["type"] for c in GENERATED}
+    assert {"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst", "skipToLast"} <= skips, skips
 
 
 @pytest.mark.parametrize("case", GENERATED, ids=[c["id"] for c in GENERATED])
@@ -100,7 +102,7 @@ def test_random_chains_through_the_compiled_step(case):
 def test_other_shapes_run_on_the_generic_kernel(interpreted):
     """A pattern the generator does not write yet runs, and says so: the generic kernel."""
     ticks = make_ticks(3000, symbols=4)
-    for name, why in (("P2", "a skip strategy"), ("P4", "followed_by_any"), ("P5", "the park")):
+    for name, why in (("P2", "Kleene"), ("P4", "followed_by_any"), ("P5", "the park")):
         prog = cc.compile(benchmark_pattern(name))
         assert why in stepgen.unsupported(prog, False, 1)
         with pytest.raises(ValueError, match="does not generate"):

@@ -22,9 +22,10 @@ hash>.py``, compiled once per machine (Numba's disk cache beside it); with ``JIT
 (``COLCEP_SPEC_JIT=0``) it runs as plain Python with the driver (tests, debugging).
 
 Shapes generated so far (:func:`unsupported` says why another pattern runs on the generic
-kernel): chains of single-event stages (``next`` / ``followed_by``), no skip strategy, no
-negation, no merging of runs (timed-out output, a window, or states that never merge), no runs
-waiting for a threshold (the generic kernel parks those).
+kernel): chains of single-event stages (``next`` / ``followed_by``), any skip strategy (the
+generic kernel's ``process_matches`` holds, releases and prunes), no negation, no merging of runs
+(timed-out output, a skip strategy, a window, or states that never merge), no runs waiting for a
+threshold (the generic kernel parks those).
 """
 from __future__ import annotations
 
@@ -63,8 +64,6 @@ def _negation_of(prog: CompiledPattern, c: int, other: int) -> bool:
 def unsupported(prog: CompiledPattern, timeouts: bool, window: int) -> str | None:
     """Why this generator cannot write ``prog``'s step yet (None: it can)."""
     p = prog.nfa
-    if prog.skip_code != kc.NO_SKIP:
-        return "a skip strategy"
     if prog.merging(timeouts) and window <= 0:
         return "runs that merge (no window)"
     for s in range(p.n_states):
@@ -191,7 +190,7 @@ from colcep.kernels.buffer import alloc, release
 from colcep.kernels.codes import BIG, TIME_MAX
 from colcep.kernels.matches import flush_pending
 from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
-                                NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP)
+                                NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
 from colcep.kernels.park import PM_NK, sort_by_path
 from colcep.kernels.runs import deadline, expired, move_run, short_of_room, turn_v_arena
 from colcep.kernels.vm import _agg, compare, eval_program, v_take
@@ -245,7 +244,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             g = BIG
         else:
             row = order[row_lo + j]
-            if na == 0 and (dead or start_mask[row] == 0):
+            if na == 0 and nh == 0 and (dead or start_mask[row] == 0):
                 # nothing alive for this key: jump to its next row that can start a match
                 if dead:
                     j = n_rows
@@ -266,6 +265,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
         # 1. advanceTime: the runs whose window has passed (a prefix: runs are in start order) time
         # out, as timed-out partial matches when they are wanted (in path order)
         npend0 = npend
+        timed_out = False
         while window > 0 and na > 0 and ((final_tick and t == TIME_MAX) or expired(t, W_sts[ao], window)):
             if want_timeouts:
                 n_ref[W_node[ao]] += 1
@@ -277,8 +277,12 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao])
             ao += 1
             na -= 1
-        if npend - npend0 > 1:
-            sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
+            timed_out = True
+        if timed_out:
+            if npend - npend0 > 1:
+                sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
+            if nh > 0:
+                ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, 0, nh, npend, g)
         if final_tick:
             continue
         # 2. computeNextStates, every run in start order (in place), then the start run
@@ -302,13 +306,12 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                 cur[ROOM] = na
                 code_ = OVER_CAPACITY
                 break
-            # 3. no skip strategy: every completed match is emitted at once, in start order
-            for q in range(npot):
-                pend_node[npend] = p_node[q]
-                pend_g[npend] = g
-                pend_flag[npend] = 0
-                pend_tts[npend] = 0
-                npend += 1
+            # 3. processMatchesAccordingToSkipStrategy (the generic kernel's): the completed matches,
+            # in start order, held back and released by the skip strategy's rules
+            # (nothing to do without either: the call is skipped)
+            if npot > 0 or nh > 0:
+                ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, npot, nh,
+                                                   npend, g)
             continue
         code_ = INTERRUPTED  # stopped inside the event (the caller undoes the call)
         break
