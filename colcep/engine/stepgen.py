@@ -35,7 +35,6 @@ from functools import partial
 from types import ModuleType
 from typing import Any, Callable
 
-import numpy as np
 
 from colcep import cache
 from colcep.engine import specialise as sp
@@ -62,10 +61,23 @@ def _negation_of(prog: CompiledPattern, c: int, other: int) -> bool:
 
 
 def unsupported(prog: CompiledPattern, timeouts: bool, window: int) -> str | None:
-    """Why this generator cannot write ``prog``'s step yet (None: it can)."""
-    p = prog.nfa
+    """Why this generator cannot write ``prog``'s step yet, with these options (None: it can)."""
+    why = _unsupported_shape(prog)
+    if why is not None:
+        return why
     if prog.merging(timeouts) and window <= 0:
         return "runs that merge (no window)"
+    one_per_start = prog.skip_code in (kc.SKIP_PAST_LAST_EVENT, kc.SKIP_TO_NEXT) and not timeouts
+    if one_per_start and _parks(prog, timeouts):
+        # the generic step drops a parked run that can never be emitted beside another of its
+        # start (matches.dominated), at points of its own scheduling
+        return "one match per start among runs waiting for a threshold"
+    return None
+
+
+def _unsupported_shape(prog: CompiledPattern) -> str | None:
+    """Why the automaton's shape is not one this generator writes (None: it is)."""
+    p = prog.nfa
     for s in range(p.n_states):
         kind = int(p.state_kind[s])
         if kind == kc.FINAL:
@@ -82,10 +94,6 @@ def unsupported(prog: CompiledPattern, timeouts: bool, window: int) -> str | Non
         if rest and not (len(rest) == 1 and rest[0][0] == kc.IGNORE and rest[0][1] == s
                          and _negation_of(prog, rest[0][2], takes[0][2])):
             return "an IGNORE edge other than the TAKE's negation (followed_by_any)"
-    if _parks(prog, timeouts):
-        # the generic kernel keeps many such runs of a key in threshold heaps; this step would
-        # look at each of them at every event
-        return "runs waiting for a threshold (the park)"
     return None
 
 
@@ -191,7 +199,8 @@ from colcep.kernels.codes import BIG, TIME_MAX
 from colcep.kernels.matches import flush_pending
 from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
                                 NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
-from colcep.kernels.park import PM_NK, sort_by_path
+from colcep.kernels.park import (PM_NK, any_expired, crosses, emit_woken, may_expire, n_thresholds, park_fits,
+                                 park_pass, park_room, sort_by_path, take_woken, timeouts, wake_parked)
 from colcep.kernels.runs import deadline, expired, move_run, short_of_room, turn_v_arena
 from colcep.kernels.vm import _agg, compare, eval_program, v_take
 '''
@@ -208,7 +217,10 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     v = W_v  # (the name the generated conditions read V by)
     code, consts, vg_stage, vg_col = prog[10], prog[11], prog[12], prog[13]
     vm_stack = S[4]
-    KL, pm = P[15], P[18]
+    pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
+    AK, SEG, KL, pm = P[11], P[14], P[15], P[18]
+    n_pk = n_thresholds(SEG)
+    park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     p_node, p_sts, p_spos = done
     pend_node, pend_g, pend_flag, pend_tts = E
     n_row, n_stage, n_parent, n_ref, meta = buf
@@ -242,9 +254,10 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             row = -1
             t = tick_ts
             g = BIG
+            parked_expire = True
         else:
             row = order[row_lo + j]
-            if na == 0 and nh == 0 and (dead or start_mask[row] == 0):
+            if na == 0 and nh == 0 and KL[k] == 0 and (dead or start_mask[row] == 0):
                 # nothing alive for this key: jump to its next row that can start a match
                 if dead:
                     j = n_rows
@@ -254,13 +267,30 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                     j += 1
                 continue
             t = ts[row]
+            parked_expire = False
+            if KL[k] > 0:
+                # the parked runs this event wakes join the step (a look at each threshold heap's top)
+                for i in range(n_pk):
+                    if SEG[k, 3 * i + 1] > 0 and crosses(pk_op[i], cols[pk_col[i], row], AK[SEG[k, 3 * i]]):
+                        wake_parked(P, k, pk_col, pk_op, row, cols)
+                        break
+                if window > 0 and may_expire(P, k, t, window):
+                    parked_expire = any_expired(P, k, t, window)
+                if na == 0 and pm[PM_NK] == 0 and (dead or start_mask[row] == 0) and not parked_expire:
+                    # every run is parked and waits past this event, none times out, nothing starts
+                    j += 1
+                    continue
             g = row0 + rows[row]
         # room for this event (the generic step's check: the same bound, at every event stepped)
-        need = (na + pm[PM_NK] + 1) * per_run
-        if short_of_room(need, na + KL[k], nh, cap, buf, done, Q, E, opts[5], per_run):
+        nk = pm[PM_NK]
+        need = (na + nk + 1) * per_run
+        n_all = na + KL[k]
+        parking = park_min > 0 and n_all >= park_min  # a key with few runs steps them all
+        if (short_of_room(need, n_all, nh, cap, buf, done, Q, E, opts[5], per_run)
+                or parking and not park_fits(P, k, need) and not park_room(P, k, need)):
             code_ = NEED_ROOM
             break
-        turn_v_arena(W_v, W_vs, v_at, ao, na, need, cap, vw)
+        turn_v_arena(W_v, W_vs, v_at, ao, na, need + nk, cap, vw)
         j += 1
         # 1. advanceTime: the runs whose window has passed (a prefix: runs are in start order) time
         # out, as timed-out partial matches when they are wanted (in path order)
@@ -278,6 +308,10 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             ao += 1
             na -= 1
             timed_out = True
+        if KL[k] > 0 and parked_expire:  # and the parked runs whose window has passed
+            parked_out, npend = timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend_flag,
+                                         pend_tts, npend, n_row, n_stage, n_parent, n_ref, meta)
+            timed_out = timed_out or parked_out
         if timed_out:
             if npend - npend0 > 1:
                 sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
@@ -285,11 +319,20 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                 ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, 0, nh, npend, g)
         if final_tick:
             continue
-        # 2. computeNextStates, every run in start order (in place), then the start run
-        if ao + na + 1 > 2 * cap:  # the list crept to the end of the work arrays: back to their start
+        # 2. computeNextStates, every run in start order (in place), then the start run; the runs
+        # this event woke from the park first join the list, in start order, or complete at once
+        if ao + na + nk + 1 > 2 * cap or (nk > 0 and ao < cap < ao + na):
+            # the list crept to the end of the work arrays, or lies across their halves: to their start
             for i in range(na):
                 move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, i)
             ao = 0
+        if nk > 0 and PK[7][0] and na == 0 and nh == 0:
+            npend = emit_woken(P, g, prog[1], pend_node, pend_g, pend_flag, pend_tts, npend, n_row, n_stage, n_parent,
+                               n_ref, meta)
+        elif nk > 0:  # (merged into the other half)
+            dst = cap if ao + na <= cap else 0
+            na = take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst, j - 1)
+            ao = dst
         npot = 0
         w = ao
         for i in range(ao, ao + na):
@@ -302,8 +345,11 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
         else:
 {start}
             na = w - ao
-            if na > max_runs:
-                cur[ROOM] = na
+            if parking and na > 0:  # the waiting runs park
+                na = park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
+                               W_vs, W_v, vw, ao, na, 0, code, consts, masks, cols, vm_stack)
+            if na + KL[k] > max_runs:
+                cur[ROOM] = na + KL[k]
                 code_ = OVER_CAPACITY
                 break
             # 3. processMatchesAccordingToSkipStrategy (the generic kernel's): the completed matches,
@@ -322,9 +368,9 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
 
 
 def generate(prog: CompiledPattern) -> str:
-    """The compiled step's module source for ``prog`` (raises ValueError where :func:`unsupported`
-    names a reason, whatever the window)."""
-    why = unsupported(prog, False, 1)
+    """The compiled step's module source for ``prog`` (raises ValueError for a shape it does not
+    write: :func:`unsupported`)."""
+    why = _unsupported_shape(prog)
     if why is not None:
         raise ValueError(f"the compiled step does not generate {why} yet")
     p = prog.nfa
@@ -392,7 +438,7 @@ class Step:
     def _build(self, args: tuple) -> Callable[..., Any]:
         run_key = self.mod.run_key
         if not sp.JIT:  # the driver's body as Python, calling the interpreted step
-            return partial(_no_park, partial(knfa._batch.py_func, run_key))
+            return partial(knfa._batch.py_func, run_key)
         from numba import types, typeof
 
         sig = step_type(args)
@@ -411,7 +457,7 @@ class Step:
                 driver.disable_compile(True)
         # the overload's own entry (the arguments' types are the ones it was compiled for: the key
         # of ``_sigs``), so that no call resolves the types of ~100 arrays in Python again
-        return partial(_no_park, partial(driver.overloads[driver_sig].entry_point, _address(run_key, sig)))
+        return partial(driver.overloads[driver_sig].entry_point, _address(run_key, sig))
 
 
 def _address(fn: Any, sig: Any) -> Any:
@@ -433,9 +479,3 @@ def _address(fn: Any, sig: Any) -> Any:
             return sig
 
     return Step()
-
-
-def _no_park(run_batch: Callable[..., Any], tables, opts, *rest) -> Any:
-    """``run_batch`` with parking off (``opts[9]``, the live runs from which a key parks: never;
-    the generated step lists every run)."""
-    return run_batch(tables, opts[:9] + (np.int64(kc.BIG),), *rest)

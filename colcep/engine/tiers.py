@@ -79,10 +79,9 @@ class Tier:
 
     def _compiled(self, args: tuple) -> Callable[..., Any]:
         """The compiled step's ``run_batch`` where the generator writes this pattern's step (with
-        these options: ``args[1]``) and no run of the state is parked (the generic kernel's),
-        else the generic kernel's."""
-        opts, park = args[1], args[8]
-        if stepgen.unsupported(self.prog, bool(opts[3]), int(opts[0])) is None and not park[15].any():
+        these options: ``args[1]``), else the generic kernel's."""
+        opts = args[1]
+        if stepgen.unsupported(self.prog, bool(opts[3]), int(opts[0])) is None:
             try:
                 if self._step is None:
                     self._step = stepgen.Step(self.prog)
