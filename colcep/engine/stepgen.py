@@ -123,39 +123,75 @@ def _cond_expr(prog: CompiledPattern, c: int) -> str:
     return f"(not {e})" if neg else e
 
 
-def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
-    """The step of a listed run in state ``s`` at this event (in place: its one child)."""
+def _child_wake(prog: CompiledPattern, tgt: int, voff: str, sts: str, pad: str) -> list[str]:
+    """The next event a run that just entered state ``tgt`` must see (the generic step's rule):
+    the next one; none while it is parked (it parks after this step); for a waiting state, the
+    first at which its condition holds (``conds.next_event``'s scan)."""
+    out = [f"{pad}wake = jc + 1"]
+    if int(prog.sleep_cond[tgt]) >= 0:
+        out += [f"{pad}if parking and pk_idx[{tgt}] >= 0:",
+                f"{pad}    wake = BIG",
+                f"{pad}else:",
+                f"{pad}    wake = next_event({int(prog.sleep_cond[tgt])}, cond_kind, cond_a, cond_b, cond_thr, code, consts, "
+                f"masks, cols, W_v, {voff}, vm_stack, order, row_lo, jc + 1, n_rows, ts, last_time({sts}, window))"]
+    return out + [f"{pad}W_wake[w] = wake",
+                  f"{pad}if wake < min_wake:",
+                  f"{pad}    min_wake = wake"]
+
+
+def _take(prog: CompiledPattern, s: int, pad: str) -> list[str]:
+    """A listed run in state ``s`` takes this event: its one child, in its place."""
     p = prog.nfa
-    (_, tgt, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
-    waits = any(e[0] == kc.IGNORE for e in _edges(prog, s))
+    (_, tgt, _), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
     stage = int(p.state_stage[s])
-    final = int(p.state_kind[tgt]) == kc.FINAL
-    out = [f"            {'if' if first else 'elif'} s0 == {s}:",
-           f"                if {_cond_expr(prog, c)}:",
-           f"                    node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, node0)",
-           "                    n_ref[node1] += 1",
-           "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
-    if final:
-        out += ["                    p_node[npot] = node1",
-                "                    p_sts[npot] = W_sts[i]",
-                "                    p_spos[npot] = W_spos[i]",
-                "                    npot += 1"]
-    else:
-        out += [f"                    v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
-                f"                    W_state[w] = {tgt}",
-                "                    W_node[w] = node1",
-                "                    W_sts[w] = W_sts[i]",
-                "                    W_spos[w] = W_spos[i]",
-                "                    W_vs[w] = W_vs[i]",
-                "                    w += 1"]
-    if waits:
-        out += ["                else:",
-                "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
-                "                    w += 1"]
-    else:
-        out += ["                else:",
-                "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
-    return out
+    out = [f"{pad}node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, node0)",
+           f"{pad}n_ref[node1] += 1",
+           f"{pad}release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
+    if int(p.state_kind[tgt]) == kc.FINAL:
+        return out + [f"{pad}p_node[npot] = node1",
+                      f"{pad}p_sts[npot] = W_sts[i]",
+                      f"{pad}p_spos[npot] = W_spos[i]",
+                      f"{pad}npot += 1"]
+    return out + [f"{pad}v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
+                  f"{pad}W_state[w] = {tgt}",
+                  f"{pad}W_node[w] = node1",
+                  f"{pad}W_sts[w] = W_sts[i]",
+                  f"{pad}W_spos[w] = W_spos[i]",
+                  f"{pad}W_vs[w] = W_vs[i]"] + _child_wake(prog, tgt, "voff", "W_sts[i]", pad) + [f"{pad}w += 1"]
+
+
+def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
+    """The step of a listed run in state ``s`` at this event (in place: its one child). A run
+    waiting in ``s`` (an IGNORE edge back to it) is looked at only from the event its scan
+    found (``W_wake``), as in the generic step."""
+    (_, _, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
+    waits = any(e[0] == kc.IGNORE for e in _edges(prog, s))
+    pad = " " * 20
+    out = [f"            {'if' if first else 'elif'} s0 == {s}:"]
+    if not waits:  # ``next``: this event or never
+        return out + [f"                if {_cond_expr(prog, c)}:"] + _take(prog, s, pad) + [
+            "                else:",
+            "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
+    sc = int(prog.sleep_cond[s])
+    return out + [
+        f"                parks = parking and pk_idx[{s}] >= 0  # (parked after this step: not a wake)",
+        "                wake = W_wake[i]",
+        "                if wake > jc:  # waiting: the event leaves the run as it is",
+        "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+        "                    w += 1",
+        "                    if wake < min_wake and not parks:",
+        "                        min_wake = wake",
+        f"                elif {_cond_expr(prog, c)}:"] + _take(prog, s, pad) + [
+        "                else:",
+        "                    wake = BIG",
+        "                    if not parks:",
+        f"                        wake = next_event({sc}, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, "
+        "W_v, voff, vm_stack, order, row_lo, jc, n_rows, ts, last_time(W_sts[i], window))",
+        "                        if wake < min_wake:",
+        "                            min_wake = wake",
+        "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+        "                    W_wake[w] = wake",
+        "                    w += 1"]
 
 
 def _start_branch(prog: CompiledPattern) -> list[str]:
@@ -184,8 +220,7 @@ def _start_branch(prog: CompiledPattern) -> list[str]:
                 f"        W_state[w] = {tgt}",
                 "        W_node[w] = node1",
                 "        W_sts[w] = t",
-                "        W_spos[w] = g",
-                "        w += 1"]
+                "        W_spos[w] = g"] + _child_wake(prog, tgt, "xo", "t", " " * 8) + ["        w += 1"]
     return [" " * 12 + x for x in out]
 
 
@@ -201,7 +236,8 @@ from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVE
                                 NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
 from colcep.kernels.park import (PM_NK, any_expired, crosses, emit_woken, may_expire, n_thresholds, park_fits,
                                  park_pass, park_room, sort_by_path, take_woken, timeouts, wake_parked)
-from colcep.kernels.runs import deadline, expired, move_run, short_of_room, turn_v_arena
+from colcep.kernels.conds import next_event
+from colcep.kernels.runs import deadline, expired, last_time, move_run, short_of_room, turn_v_arena
 from colcep.kernels.vm import _agg, compare, eval_program, v_take
 '''
 
@@ -215,7 +251,8 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     order, row0, ts, masks, cols, start_mask, rows = batch[1], batch[2], batch[3], batch[4], batch[5], batch[6], batch[7]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = W
     v = W_v  # (the name the generated conditions read V by)
-    code, consts, vg_stage, vg_col = prog[10], prog[11], prog[12], prog[13]
+    cond_kind, cond_a, cond_b, code, consts, vg_stage, vg_col = prog[7], prog[8], prog[9], prog[10], prog[11], prog[12], prog[13]
+    cond_thr = prog[14]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
     AK, SEG, KL, pm = P[11], P[14], P[15], P[18]
@@ -232,6 +269,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     max_runs = opts[4]
     j, ao, na, nh, npend, nm, ne = cur[J], cur[AO], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE]
     dead = cur[DEAD] != 0
+    min_wake = -1  # the first event a listed run must see (unknown: the carried runs are looked at first)
     code_ = DONE
     while True:
         if npend > 0:
@@ -276,10 +314,12 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                         break
                 if window > 0 and may_expire(P, k, t, window):
                     parked_expire = any_expired(P, k, t, window)
-                if na == 0 and pm[PM_NK] == 0 and (dead or start_mask[row] == 0) and not parked_expire:
-                    # every run is parked and waits past this event, none times out, nothing starts
-                    j += 1
-                    continue
+            if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
+                    and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
+                # every run waits past this event, none times out and nothing starts: the event
+                # changes nothing (the generic step's rule, and its events)
+                j += 1
+                continue
             g = row0 + rows[row]
         # room for this event (the generic step's check: the same bound, at every event stepped)
         nk = pm[PM_NK]
@@ -334,8 +374,14 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             na = take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst, j - 1)
             ao = dst
         npot = 0
-        w = ao
-        for i in range(ao, ao + na):
+        jc = j - 1
+        # when every listed run waits past this event only the start run acts (its child is
+        # appended); otherwise every run is looked at, and the next event one must see found again
+        fast = min_wake > jc and nk == 0
+        w = ao + na if fast else ao
+        if not fast:
+            min_wake = BIG
+        for i in range(w, ao + na):
             if (i & 1023) == 1023 and stop[0] != 0:
                 break
             s0 = W_state[i]
