@@ -102,13 +102,13 @@ def _case(draw, stages, within, skipd, max_events):
 
 @st.composite
 def chains(draw, max_events=22):
-    """Cases of single-event stages joined by ``next`` / ``followedBy``, any skip strategy: the
-    shapes the compiled step (``colcep.engine.stepgen``) generates first."""
+    """Cases of single-event stages joined by ``next`` / ``followedBy`` / ``followedByAny``, any
+    skip strategy: the shapes the compiled step (``colcep.engine.stepgen``) generates first."""
     stages, names = [], []
     for i in range(draw(st.integers(1, 4))):
         name = f"s{i + 1}"
-        s = draw(stage(name, "begin" if i == 0 else draw(st.sampled_from(["next", "followedBy"])), list(names),
-                       allow_group=False))
+        s = draw(stage(name, "begin" if i == 0 else draw(st.sampled_from(["next", "followedBy", "followedByAny"])),
+                       list(names), allow_group=False))
         stages.append(dict(s, quantifier=None, optional=False, greedy=False, inner="relaxed", until=None))
         names.append(name)
     skip = draw(st.sampled_from(["noSkip", "skipToNext", "skipPastLastEvent", "skipToFirst", "skipToLast"]))

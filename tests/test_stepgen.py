@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 import colcep as cc
 from colcep import col, last
 from colcep.engine import interrupt, specialise, stepgen
+from colcep.kernels.buffer import JOIN
 from colcep.errors import CapacityError
 from colcep.examples import benchmark_pattern, desk_patterns
 from colcep.ticks import make_ticks
@@ -102,15 +103,18 @@ def test_random_chains_through_the_compiled_step(case):
 def test_other_shapes_run_on_the_generic_kernel(interpreted):
     """A pattern the generator does not write yet runs, and says so: the generic kernel."""
     ticks = make_ticks(3000, symbols=4)
-    for name, why in (("P2", "Kleene"), ("P4", "followed_by_any")):
-        prog = cc.compile(benchmark_pattern(name))
-        assert why in stepgen.unsupported(prog, False, 1)
+    avoid = (cc.Pattern.begin("a").where(col("volume") > 900).not_followed_by("n").where(col("price") < 1.0)
+             .followed_by("b").where(col("price") > last("price", of="a")))
+    for name, prog, why in (("P2", cc.compile(benchmark_pattern("P2")), "Kleene"),
+                            ("avoid", cc.compile(avoid), "negation")):
+        assert why in stepgen.unsupported(prog, False, 1), name
         with pytest.raises(ValueError, match="does not generate"):
             stepgen.generate(prog)
         m = cc.Matcher(prog, key="name", time="ts", tier="compiled")
         got = m.process(ticks)
         assert m.kernel_tier == "generic"
         assert got.equals(cc.Matcher(prog, key="name", time="ts").process(ticks))
+    assert got.num_rows > 0
 
 
 def test_parked_runs_through_the_compiled_step(interpreted):
@@ -137,6 +141,42 @@ def test_parked_runs_through_the_compiled_step(interpreted):
     # one match per start under skip past last event: the generic rule for parked runs is not restated
     why = stepgen.unsupported(cc.compile(benchmark_pattern("P5").skip(cc.SkipPastLastEvent())), False, 1)
     assert "one match per start" in why
+
+
+#: followed_by_any twice; c reads only a's price, so c's runs of one start (an a, any b) merge
+STAY_AND_MERGE = (cc.Pattern.begin("a").where(col("volume") > 600)
+                  .followed_by_any("b").where(col("volume") > 300)
+                  .followed_by_any("c").where(col("price") > last("price", of="a"))
+                  .within("2s"))
+
+
+@pytest.mark.parametrize("name", ["P4", "stay_and_merge"])
+def test_runs_that_stay_and_merge_through_the_compiled_step(name, interpreted):
+    """followed_by_any (a run stays beside the run its TAKE makes) and, without a skip strategy,
+    runs of one start with equal relevant aggregates merged under the window: the generic tier's
+    tables and live partial matches, batch by batch and through restores."""
+    ticks = make_ticks(3000, symbols=3)
+    prog = cc.compile(benchmark_pattern("P4") if name == "P4" else STAY_AND_MERGE)
+    assert stepgen.unsupported(prog, False, 1) is None
+    assert prog.merging(False) == (name == "stay_and_merge")
+    ms = {t: cc.Matcher(prog, key="name", time="ts", tier=t) for t in ("generic", "compiled")}
+    outs, merged = {t: [] for t in ms}, 0
+    for i, lo in enumerate(range(0, ticks.num_rows, 211)):
+        for t in ms:
+            outs[t].append(ms[t].process(ticks.slice(lo, 211)))
+        assert ms["compiled"].kernel_tier == "compiled"
+        assert ms["compiled"].live_partial_matches == ms["generic"].live_partial_matches
+        merged = max(merged, int((ms["compiled"]._state.buffer.stage == JOIN).sum()))
+        if i % 4 == 3:
+            ms["compiled"] = cc.Matcher.restore(prog, ms["compiled"].snapshot(), tier="compiled")
+    for t in ms:
+        outs[t].append(ms[t].close())
+    got, want = pa.concat_tables(outs["compiled"]), pa.concat_tables(outs["generic"])
+    assert got.equals(want) and want.num_rows > 1000
+    assert (merged > 0) == (name == "stay_and_merge")  # (JOIN nodes: runs were merged)
+    if name == "stay_and_merge":  # without a window runs of any start merge: not generated
+        unwindowed = cc.compile(cc.Pattern(STAY_AND_MERGE.stages, None, STAY_AND_MERGE.skip_strategy))
+        assert "merge" in stepgen.unsupported(unwindowed, False, 0)
 
 
 def test_one_source_per_shape():

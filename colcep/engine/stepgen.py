@@ -22,10 +22,13 @@ hash>.py``, compiled once per machine (Numba's disk cache beside it); with ``JIT
 (``COLCEP_SPEC_JIT=0``) it runs as plain Python with the driver (tests, debugging).
 
 Shapes generated so far (:func:`unsupported` says why another pattern runs on the generic
-kernel): chains of single-event stages (``next`` / ``followed_by``), any skip strategy (the
-generic kernel's ``process_matches`` holds, releases and prunes), no negation, no merging of runs
-(timed-out output, a skip strategy, a window, or states that never merge), no runs waiting for a
-threshold (the generic kernel parks those).
+kernel): chains of single-event stages (``next``, ``followed_by``, ``followed_by_any``: a run that
+stays beside the run its TAKE makes; the new list is then written in the other half of the work
+arrays, as the generic step does), any skip strategy (the generic ``process_matches`` holds,
+releases and prunes), timed-out output, runs waiting for a threshold (the generic park, at the
+same points) and merging under a window (``merge.merge_runs``); not yet: Kleene, optional and
+grouped stages, negation, merging without a window (where runs of any start merge, the generic
+step decides by its own layout of the work arrays), one match per start among parked runs.
 """
 from __future__ import annotations
 
@@ -92,8 +95,8 @@ def _unsupported_shape(prog: CompiledPattern) -> str | None:
         if s == p.start_state and rest:
             return "a start state with other edges than its TAKE"
         if rest and not (len(rest) == 1 and rest[0][0] == kc.IGNORE and rest[0][1] == s
-                         and _negation_of(prog, rest[0][2], takes[0][2])):
-            return "an IGNORE edge other than the TAKE's negation (followed_by_any)"
+                         and (rest[0][2] < 0 or _negation_of(prog, rest[0][2], takes[0][2]))):
+            return "an IGNORE edge other than the TAKE's negation or true"
     return None
 
 
@@ -139,25 +142,38 @@ def _child_wake(prog: CompiledPattern, tgt: int, voff: str, sts: str, pad: str) 
                   f"{pad}    min_wake = wake"]
 
 
-def _take(prog: CompiledPattern, s: int, pad: str) -> list[str]:
-    """A listed run in state ``s`` takes this event: its one child, in its place."""
+def _take(prog: CompiledPattern, s: int, pad: str, stays: bool) -> list[str]:
+    """A listed run in state ``s`` takes this event: its child, in its place, or (the run
+    ``stays`` too: ``followed_by_any``) a new run with a V of its own, written before it."""
     p = prog.nfa
     (_, tgt, _), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
     stage = int(p.state_stage[s])
     out = [f"{pad}node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, node0)",
-           f"{pad}n_ref[node1] += 1",
-           f"{pad}release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
+           f"{pad}n_ref[node1] += 1"]
+    if not stays:
+        out.append(f"{pad}release(n_row, n_stage, n_parent, n_ref, meta, node0)")
     if int(p.state_kind[tgt]) == kc.FINAL:
         return out + [f"{pad}p_node[npot] = node1",
                       f"{pad}p_sts[npot] = W_sts[i]",
                       f"{pad}p_spos[npot] = W_spos[i]",
                       f"{pad}npot += 1"]
-    return out + [f"{pad}v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
-                  f"{pad}W_state[w] = {tgt}",
+    if stays:
+        out += [f"{pad}xo = v_at[0] * vw",
+                f"{pad}W_vs[w] = v_at[0]",
+                f"{pad}v_at[0] += 1",
+                f"{pad}for jj in range(vw):",
+                f"{pad}    W_v[xo + jj] = W_v[voff + jj]",
+                f"{pad}v_take(W_v, xo, vg_stage, vg_col, {stage}, cols, row, g)"]
+        voff = "xo"
+    else:
+        out += [f"{pad}v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
+                f"{pad}W_vs[w] = W_vs[i]"]
+        voff = "voff"
+    return out + [f"{pad}W_state[w] = {tgt}",
                   f"{pad}W_node[w] = node1",
                   f"{pad}W_sts[w] = W_sts[i]",
                   f"{pad}W_spos[w] = W_spos[i]",
-                  f"{pad}W_vs[w] = W_vs[i]"] + _child_wake(prog, tgt, "voff", "W_sts[i]", pad) + [f"{pad}w += 1"]
+                  f"{pad}run_flag[w - base] = 1"] + _child_wake(prog, tgt, voff, "W_sts[i]", pad) + [f"{pad}w += 1"]
 
 
 def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
@@ -165,23 +181,29 @@ def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
     waiting in ``s`` (an IGNORE edge back to it) is looked at only from the event its scan
     found (``W_wake``), as in the generic step."""
     (_, _, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
-    waits = any(e[0] == kc.IGNORE for e in _edges(prog, s))
+    ignores = [e for e in _edges(prog, s) if e[0] == kc.IGNORE]
     pad = " " * 20
     out = [f"            {'if' if first else 'elif'} s0 == {s}:"]
-    if not waits:  # ``next``: this event or never
-        return out + [f"                if {_cond_expr(prog, c)}:"] + _take(prog, s, pad) + [
+    if not ignores:  # ``next``: this event or never
+        return out + [f"                if {_cond_expr(prog, c)}:"] + _take(prog, s, pad, False) + [
             "                else:",
             "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
     sc = int(prog.sleep_cond[s])
+    stays = ignores[0][2] < 0  # followed_by_any: the run stays beside the run its TAKE makes
+    take = _take(prog, s, pad, stays)
+    if stays:  # the run itself, after its TAKE's child, looked at again from the next event
+        take += [f"{pad}move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+                 f"{pad}run_flag[w - base] = 1"] + _child_wake(prog, s, "voff", "W_sts[i]", pad) + [f"{pad}w += 1"]
     return out + [
         f"                parks = parking and pk_idx[{s}] >= 0  # (parked after this step: not a wake)",
         "                wake = W_wake[i]",
         "                if wake > jc:  # waiting: the event leaves the run as it is",
         "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+        "                    run_flag[w - base] = 0",
         "                    w += 1",
         "                    if wake < min_wake and not parks:",
         "                        min_wake = wake",
-        f"                elif {_cond_expr(prog, c)}:"] + _take(prog, s, pad) + [
+        f"                elif {_cond_expr(prog, c)}:"] + take + [
         "                else:",
         "                    wake = BIG",
         "                    if not parks:",
@@ -191,6 +213,7 @@ def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
         "                            min_wake = wake",
         "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
         "                    W_wake[w] = wake",
+        "                    run_flag[w - base] = 0",
         "                    w += 1"]
 
 
@@ -220,7 +243,8 @@ def _start_branch(prog: CompiledPattern) -> list[str]:
                 f"        W_state[w] = {tgt}",
                 "        W_node[w] = node1",
                 "        W_sts[w] = t",
-                "        W_spos[w] = g"] + _child_wake(prog, tgt, "xo", "t", " " * 8) + ["        w += 1"]
+                "        W_spos[w] = g",
+                "        run_flag[w - base] = 1"] + _child_wake(prog, tgt, "xo", "t", " " * 8) + ["        w += 1"]
     return [" " * 12 + x for x in out]
 
 
@@ -237,6 +261,7 @@ from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVE
 from colcep.kernels.park import (PM_NK, any_expired, crosses, emit_woken, may_expire, n_thresholds, park_fits,
                                  park_pass, park_room, sort_by_path, take_woken, timeouts, wake_parked)
 from colcep.kernels.conds import next_event
+from colcep.kernels.merge import merge_runs
 from colcep.kernels.runs import deadline, expired, last_time, move_run, short_of_room, turn_v_arena
 from colcep.kernels.vm import _agg, compare, eval_program, v_take
 '''
@@ -259,6 +284,9 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     p_node, p_sts, p_spos = done
+    run_flag = aux[0]  # per run of the new list: made at this event (merging's candidates)
+    merging = mode[2]
+    st_rel, st_merge = prog[16], prog[17]
     pend_node, pend_g, pend_flag, pend_tts = E
     n_row, n_stage, n_parent, n_ref, meta = buf
     m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
@@ -269,6 +297,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     max_runs = opts[4]
     j, ao, na, nh, npend, nm, ne = cur[J], cur[AO], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE]
     dead = cur[DEAD] != 0
+    stamp = cur[STAMP]  # unique per merging round in the call (the merge's hash table generations)
     min_wake = -1  # the first event a listed run must see (unknown: the carried runs are looked at first)
     code_ = DONE
     while True:
@@ -361,7 +390,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             continue
         # 2. computeNextStates, every run in start order (in place), then the start run; the runs
         # this event woke from the park first join the list, in start order, or complete at once
-        if ao + na + nk + 1 > 2 * cap or (nk > 0 and ao < cap < ao + na):
+        if ao + na + nk + 1 > 2 * cap or ((nk > 0 or TWO_HALVES) and ao < cap < ao + na):
             # the list crept to the end of the work arrays, or lies across their halves: to their start
             for i in range(na):
                 move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, i)
@@ -378,10 +407,15 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
         # when every listed run waits past this event only the start run acts (its child is
         # appended); otherwise every run is looked at, and the next event one must see found again
         fast = min_wake > jc and nk == 0
-        w = ao + na if fast else ao
-        if not fast:
+        base = ao
+        if fast:
+            w = ao + na
+        else:
             min_wake = BIG
-        for i in range(w, ao + na):
+            if TWO_HALVES:  # a run may leave two: the new list is written in the other half
+                base = cap if ao + na <= cap else 0
+            w = base
+        for i in range(ao if not fast else ao + na, ao + na):
             if (i & 1023) == 1023 and stop[0] != 0:
                 break
             s0 = W_state[i]
@@ -390,7 +424,13 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
 {branches}
         else:
 {start}
-            na = w - ao
+            ao = base
+            na = w - base
+            if merging and not fast:  # SASE+ merging: a run made here that equals another joins it
+                stamp += 1
+                na = merge_runs(ao, na, run_flag, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel,
+                                st_merge, n_row, n_stage, n_parent, n_ref, meta, window <= 0, aux[1], aux[2], aux[3],
+                                stamp)
             if parking and na > 0:  # the waiting runs park
                 na = park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
                                W_vs, W_v, vw, ao, na, 0, code, consts, masks, cols, vm_stack)
@@ -409,6 +449,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
         break
     cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE] = j, ao, cur[HALF], na, nh, npend, nm, ne
     cur[DEAD] = 1 if dead else 0
+    cur[STAMP] = stamp
     return code_
 '''
 
@@ -426,7 +467,9 @@ def generate(prog: CompiledPattern) -> str:
             branches += _state_branch(prog, s, not branches)
     if not branches:
         branches = ["            pass"]
-    src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
+    two = any(e[0] == kc.IGNORE and e[2] < 0 for s in range(p.n_states) for e in _edges(prog, s))
+    src = (_RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
+           .replace("TWO_HALVES", "True" if two else "False"))
     return _HEAD + sp.HELPERS + src
 
 
