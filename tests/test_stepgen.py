@@ -16,7 +16,7 @@ from colcep.kernels.buffer import JOIN
 from colcep.errors import CapacityError
 from colcep.examples import benchmark_pattern, desk_patterns
 from colcep.ticks import make_ticks
-from conformance import CORPUS, case_pattern, case_table, compare, load_cases, rows_to_matches, run_table
+from conformance import CORPUS, case_pattern, case_table, compare, load_cases, rows_to_matches
 from randcase import chains, examples
 
 CASES = load_cases([CORPUS])
@@ -117,27 +117,37 @@ def test_other_shapes_run_on_the_generic_kernel(interpreted):
     assert got.num_rows > 0
 
 
+def _batch_by_batch(prog, ticks: pa.Table, rows: int, restore_every: int, probe) -> pa.Table:
+    """``ticks`` through both tiers ``rows`` at a time, the compiled Matcher restored from its
+    snapshot after every ``restore_every`` batches: the compiled step ran, the live partial matches
+    are the generic tier's after every batch, and so is the whole output (returned). ``probe(m)``
+    is called on the compiled Matcher after every batch."""
+    ms = {t: cc.Matcher(prog, key="name", time="ts", tier=t) for t in ("generic", "compiled")}
+    outs = {t: [] for t in ms}
+    for i, lo in enumerate(range(0, ticks.num_rows, rows)):
+        for t in ms:
+            outs[t].append(ms[t].process(ticks.slice(lo, rows)))
+        assert ms["compiled"].kernel_tier == "compiled"
+        assert ms["compiled"].live_partial_matches == ms["generic"].live_partial_matches
+        probe(ms["compiled"])
+        if i % restore_every == restore_every - 1:
+            ms["compiled"] = cc.Matcher.restore(prog, ms["compiled"].snapshot(), tier="compiled")
+    for t in ms:
+        outs[t].append(ms[t].close())
+    got, want = pa.concat_tables(outs["compiled"]), pa.concat_tables(outs["generic"])
+    assert got.equals(want)
+    return got
+
+
 def test_parked_runs_through_the_compiled_step(interpreted):
     """P5's shape: a key's runs waiting for a threshold park from PARK_MIN runs on, wake, time
     out and restore as in the generic tier (batches of 397 rows, restored every third batch)."""
     ticks = make_ticks(6000, symbols=2)
     prog = cc.compile(benchmark_pattern("P5"))
     assert stepgen.unsupported(prog, False, 1) is None
-    ms = {t: cc.Matcher(prog, key="name", time="ts", tier=t) for t in ("generic", "compiled")}
-    outs, parked = {t: [] for t in ms}, 0
-    for i, lo in enumerate(range(0, ticks.num_rows, 397)):
-        for t in ms:
-            outs[t].append(ms[t].process(ticks.slice(lo, 397)))
-        assert ms["compiled"].kernel_tier == "compiled"
-        assert ms["compiled"].live_partial_matches == ms["generic"].live_partial_matches
-        parked = max(parked, ms["compiled"]._state.park.live)
-        if i % 3 == 2:
-            ms["compiled"] = cc.Matcher.restore(prog, ms["compiled"].snapshot(), tier="compiled")
-    for t in ms:
-        outs[t].append(ms[t].close())
-    assert parked >= 64  # (PARK_MIN: the park was used)
-    got, want = pa.concat_tables(outs["compiled"]), pa.concat_tables(outs["generic"])
-    assert got.equals(want) and want.num_rows > 0
+    parked = []
+    got = _batch_by_batch(prog, ticks, 397, 3, lambda m: parked.append(m._state.park.live))
+    assert max(parked) >= 64 and got.num_rows > 0  # (PARK_MIN: the park was used)
     # one match per start under skip past last event: the generic rule for parked runs is not restated
     why = stepgen.unsupported(cc.compile(benchmark_pattern("P5").skip(cc.SkipPastLastEvent())), False, 1)
     assert "one match per start" in why
@@ -159,20 +169,10 @@ def test_runs_that_stay_and_merge_through_the_compiled_step(name, interpreted):
     prog = cc.compile(benchmark_pattern("P4") if name == "P4" else STAY_AND_MERGE)
     assert stepgen.unsupported(prog, False, 1) is None
     assert prog.merging(False) == (name == "stay_and_merge")
-    ms = {t: cc.Matcher(prog, key="name", time="ts", tier=t) for t in ("generic", "compiled")}
-    outs, merged = {t: [] for t in ms}, 0
-    for i, lo in enumerate(range(0, ticks.num_rows, 211)):
-        for t in ms:
-            outs[t].append(ms[t].process(ticks.slice(lo, 211)))
-        assert ms["compiled"].kernel_tier == "compiled"
-        assert ms["compiled"].live_partial_matches == ms["generic"].live_partial_matches
-        merged = max(merged, int((ms["compiled"]._state.buffer.stage == JOIN).sum()))
-        if i % 4 == 3:
-            ms["compiled"] = cc.Matcher.restore(prog, ms["compiled"].snapshot(), tier="compiled")
-    for t in ms:
-        outs[t].append(ms[t].close())
-    got, want = pa.concat_tables(outs["compiled"]), pa.concat_tables(outs["generic"])
-    assert got.equals(want) and want.num_rows > 1000
+    joins = []
+    got = _batch_by_batch(prog, ticks, 211, 4, lambda m: joins.append(int((m._state.buffer.stage == JOIN).sum())))
+    merged = max(joins)
+    assert got.num_rows > 1000
     assert (merged > 0) == (name == "stay_and_merge")  # (JOIN nodes: runs were merged)
     if name == "stay_and_merge":  # without a window runs of any start merge: not generated
         unwindowed = cc.compile(cc.Pattern(STAY_AND_MERGE.stages, None, STAY_AND_MERGE.skip_strategy))
