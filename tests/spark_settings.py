@@ -27,7 +27,7 @@ def cds_archive() -> str:
 
 
 def make_cds_archive() -> None:
-    """Write ``cds_archive()`` (if missing): a local session runs a small colcep job, and its JVM
+    """Write ``cds_archive()`` (if missing): a local session runs a few small jobs, and its JVM
     dumps the classes it loaded when it exits (~4 s more than the job; later JVMs that name the
     archive load Spark's classes from it: ~3.5 s less CPU each). Older archives are deleted."""
     import sys
@@ -36,11 +36,14 @@ def make_cds_archive() -> None:
     if os.path.exists(path):
         return
     tmp = f"{path}.{os.getpid()}.tmp"
-    job = ("import sys, pyarrow as pa; from colcep.spark import local_session, match; from colcep.examples import P1; "
+    # (Spark's own paths only: Arrow in and out, a Python UDF, a shuffle and a sort; no colcep kernel,
+    # which the pre-compile is compiling beside this job)
+    job = ("import sys, pyarrow as pa; from colcep.spark import local_session; "
            "s = local_session(2, shuffle_partitions=2, memory='1g', java_options=sys.argv[1]); "
-           "t = pa.table({'name': ['a', 'b'] * 20, 'ts': list(range(40)), 'price': [1.0 + i % 5 for i in range(40)], "
-           "'volume': [900.0] * 40}); "
-           "match(s.createDataFrame(t.to_pandas()), P1, key='name', time='ts').toArrow(); s.stop()")
+           "t = pa.table({'name': ['a', 'b'] * 20, 'ts': list(range(40)), 'price': [1.0 + i % 5 for i in range(40)]}); "
+           "df = s.createDataFrame(t.to_pandas()); "
+           "df.mapInArrow(lambda it: it, df.schema).repartition(2, 'name').sortWithinPartitions('ts').toArrow(); "
+           "df.groupBy('name').applyInArrow(lambda b: b, df.schema).toArrow(); s.stop()")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     subprocess.run([sys.executable, "-c", job, f"{BASE_OPTIONS} -XX:ArchiveClassesAtExit={tmp}"], env=env,
                    capture_output=True, check=True, timeout=600)
