@@ -139,6 +139,15 @@ def _write_run(which, sp, ep, rows, price, volume, e_row, e_stage, ne):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _unlist(i, act, actpos, nact):
+    """Drop the alive run at position ``i`` of the alive list (the last one takes its place)."""
+    last = act[nact - 1]
+    act[i] = last
+    actpos[last] = i
+    return nact - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _settle(t, within, g, head, tail, r_pos, r_ts, status, r_end, act, actpos, nact, rec_s, rec_e, rec_g, nm):
     """Flink's advanceTime + processMatchesAccordingToSkipStrategy for one key at time ``t``
     (``limit_kernels._release``), releasing matches at input row ``g``: from the oldest run on,
@@ -157,19 +166,11 @@ def _settle(t, within, g, head, tail, r_pos, r_ts, status, r_end, act, actpos, n
             nm += 1
             while head < tail and r_pos[head] <= ep:
                 if status[head] == 1:
-                    i = actpos[head]
-                    last = act[nact - 1]
-                    act[i] = last
-                    actpos[last] = i
-                    nact -= 1
+                    nact = _unlist(actpos[head], act, actpos, nact)
                 status[head] = 0
                 head += 1
         elif t - r_ts[head] >= within:
-            i = actpos[head]
-            last = act[nact - 1]
-            act[i] = last
-            actpos[last] = i
-            nact -= 1
+            nact = _unlist(actpos[head], act, actpos, nact)
             status[head] = 0
             head += 1
         else:
@@ -246,10 +247,7 @@ def skip_past_last_exact(which, offsets, rows, ts, price, volume, within):
                 if hit:
                     status[r] = 2
                     r_end[r] = m
-                    last = act[nact - 1]
-                    act[i] = last
-                    actpos[last] = i
-                    nact -= 1
+                    nact = _unlist(i, act, actpos, nact)
                     done = True
                 else:
                     i += 1
