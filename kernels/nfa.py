@@ -72,9 +72,9 @@ from .codes import ERR_OUTPUT
 from .conds import cond, next_event
 from .matches import dominated, first_threshold_states, flush_pending, grow_out, held_before, one_per_start, pruning_point
 from .merge import merge_runs
-from .park import (PM_LIVE, PM_NK, any_expired, crosses, emit_woken, fit_park, grow_park, may_expire, min_spos, n_thresholds,
-                   park, park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path,
-                   start_park, take_woken, threshold_key, timeouts, wake_final, wake_parked)
+from .park import (PM_LIVE, PM_NK, crosses, emit_woken, fit_park, grow_park, look, min_spos, n_thresholds, park,
+                   park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park,
+                   take_woken, threshold_key, timeouts, wake_final)
 from .runs import deadline, expired, grow_runs, last_time, move_run, short_of_room, turn_v_arena
 from .vm import STACK, v_take
 
@@ -470,7 +470,7 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
     code, consts = prog[10], prog[11]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
-    AK, SEG, KL, pm = P[11], P[14], P[15], P[18]
+    SEG, KL, pm = P[14], P[15], P[18]
     n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     pend_node, pend_g, pend_flag, pend_tts = E
@@ -520,18 +520,8 @@ def _run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur
                 continue
             t = ts[row]
             parked_expire = False
-            if KL[k] > 0:
-                # the parked runs this event wakes join the step (phase 2): a look at each
-                # threshold heap's top first (a stale top only makes the look pessimistic)
-                for i in range(n_pk):
-                    if SEG[k, 3 * i + 1] > 0:
-                        op = pk_op[i]
-                        key = AK[SEG[k, 3 * i]]
-                        if crosses(op, cols[pk_col[i], row], key):
-                            wake_parked(P, k, pk_col, pk_op, row, cols)
-                            break
-                if window > 0 and may_expire(P, k, t, window):
-                    parked_expire = any_expired(P, k, t, window)
+            if KL[k] > 0:  # the parked runs this event wakes join the step (phase 2)
+                parked_expire = look(P, k, n_pk, pk_col, pk_op, row, cols, t, window)
             if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
                     and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
                 # every run waits past this event, none times out and nothing starts: the

@@ -724,6 +724,19 @@ def may_expire(P, k, t, window):
     return False
 
 
+@njit(cache=True, nogil=True, inline="always")
+def look(P, k, n_pk, pk_col, pk_op, row, cols, t, window):
+    """A key's parked runs at event ``row`` (time ``t``): those whose threshold it crosses are
+    woken (a look at each threshold heap's top first: a stale top only makes the look
+    pessimistic); returns whether some parked run's window has passed at ``t``."""
+    AK, SEG = P[11], P[14]
+    for i in range(n_pk):
+        if SEG[k, 3 * i + 1] > 0 and crosses(pk_op[i], cols[pk_col[i], row], AK[SEG[k, 3 * i]]):
+            wake_parked(P, k, pk_col, pk_op, row, cols)
+            break
+    return window > 0 and may_expire(P, k, t, window) and any_expired(P, k, t, window)
+
+
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def pop_oldest(P, k):
     """Unpark key ``k``'s oldest parked run and return its slot (its fields stay readable until

@@ -258,8 +258,8 @@ from colcep.kernels.codes import BIG, TIME_MAX
 from colcep.kernels.matches import flush_pending
 from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
                                 NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
-from colcep.kernels.park import (PM_NK, any_expired, crosses, emit_woken, may_expire, n_thresholds, park_fits,
-                                 park_pass, park_room, sort_by_path, take_woken, timeouts, wake_parked)
+from colcep.kernels.park import (PM_NK, emit_woken, look, n_thresholds, park_fits, park_pass, park_room, sort_by_path,
+                                 take_woken, timeouts)
 from colcep.kernels.conds import next_event
 from colcep.kernels.merge import merge_runs
 from colcep.kernels.runs import deadline, expired, last_time, move_run, short_of_room, turn_v_arena
@@ -280,7 +280,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     cond_thr = prog[14]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
-    AK, SEG, KL, pm = P[11], P[14], P[15], P[18]
+    SEG, KL, pm = P[14], P[15], P[18]
     n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     p_node, p_sts, p_spos = done
@@ -335,14 +335,8 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                 continue
             t = ts[row]
             parked_expire = False
-            if KL[k] > 0:
-                # the parked runs this event wakes join the step (a look at each threshold heap's top)
-                for i in range(n_pk):
-                    if SEG[k, 3 * i + 1] > 0 and crosses(pk_op[i], cols[pk_col[i], row], AK[SEG[k, 3 * i]]):
-                        wake_parked(P, k, pk_col, pk_op, row, cols)
-                        break
-                if window > 0 and may_expire(P, k, t, window):
-                    parked_expire = any_expired(P, k, t, window)
+            if KL[k] > 0:  # the parked runs this event wakes join the step
+                parked_expire = look(P, k, n_pk, pk_col, pk_op, row, cols, t, window)
             if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
                     and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
                 # every run waits past this event, none times out and nothing starts: the event
