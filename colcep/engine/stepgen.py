@@ -45,68 +45,131 @@ from colcep.engine.program import CompiledPattern
 from colcep.kernels import codes as kc
 from colcep.kernels import nfa as knfa
 
-GENERATOR_VERSION = 1  # bump when the generated code changes meaning
+GENERATOR_VERSION = 2  # bump when the generated code changes meaning
 MODULE_PREFIX = "colcep_step_"
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()
 _DRIVERS: dict = {}  # run_key's Numba type -> compiled (a set of signatures compiled for it)
 
 
 # ----------------------------------------------------------------------------- what is generated
+MAX_EDGES = 64  # a state whose PROCEED closure collects more edges runs on the generic kernel
+
+
+class _Unwritable(Exception):
+    pass
+
+
 def _edges(prog: CompiledPattern, s: int) -> list[tuple[int, int, int]]:
     p = prog.nfa
     return [(int(p.trans_action[t]), int(p.trans_target[t]), int(p.trans_cond[t]))
             for t in range(p.trans_ptr[s], p.trans_ptr[s + 1])]
 
 
-def _negation_of(prog: CompiledPattern, c: int, other: int) -> bool:
-    lw = prog.lowered
-    return c >= 0 and lw.cond_kind[c] == kc.COND_NOT and int(lw.cond_a[c]) == other
+def _kind(prog: CompiledPattern, s: int) -> int:
+    return int(prog.nfa.state_kind[s])
 
 
-def unsupported(prog: CompiledPattern, timeouts: bool, window: int) -> str | None:
-    """Why this generator cannot write ``prog``'s step yet, with these options (None: it can)."""
-    why = _unsupported_shape(prog)
-    if why is not None:
-        return why
-    if prog.merging(timeouts) and window <= 0:
-        return "runs that merge (no window)"
-    one_per_start = prog.skip_code in (kc.SKIP_PAST_LAST_EVENT, kc.SKIP_TO_NEXT) and not timeouts
-    if one_per_start and _parks(prog, timeouts):
-        # the generic step drops a parked run that can never be emitted beside another of its
-        # start (matches.dominated), at points of its own scheduling
-        return "one match per start among runs waiting for a threshold"
-    return None
+def _closure(prog: CompiledPattern, s: int) -> list[tuple[tuple[int, ...], int, int, int, int]]:
+    """The TAKE and IGNORE edges the generic step's DFS over PROCEED edges collects from state
+    ``s``, in its order: (the PROCEED conditions on the way, action, source, target, condition)."""
+    out: list = []
+    stack: list = [(s, ())]
+    pushed = 0
+    while stack:
+        st, guards = stack.pop()
+        for act, tgt, c in _edges(prog, st):
+            if act == kc.PROCEED:
+                stack.append((tgt, guards + (c,)))
+                pushed += 1
+            else:
+                out.append((guards, act, st, tgt, c))
+            if pushed + len(out) > MAX_EDGES:
+                raise _Unwritable(f"a state whose PROCEED closure has over {MAX_EDGES} edges")
+    return out
 
 
-def _unsupported_shape(prog: CompiledPattern) -> str | None:
-    """Why the automaton's shape is not one this generator writes (None: it is)."""
+def _to_final(prog: CompiledPattern, tgt: int) -> list[tuple[int, ...]]:
+    """The PROCEED paths (their conditions) from ``tgt`` to the final state: a run that takes an
+    event into ``tgt`` also completes where one holds (the generic step's second variant)."""
+    out: list = []
+    stack: list = [(tgt, ())]
+    while stack:
+        st, guards = stack.pop()
+        for act, t2, c in _edges(prog, st):
+            if act == kc.PROCEED:
+                if _kind(prog, t2) == kc.FINAL:
+                    out.append(guards + (c,))
+                else:
+                    stack.append((t2, guards + (c,)))
+            if len(out) + len(stack) > MAX_EDGES:
+                raise _Unwritable(f"a state whose PROCEED closure has over {MAX_EDGES} edges")
+    return out
+
+
+def _waits(prog: CompiledPattern, s: int) -> bool:
+    return int(prog.sleep_cond[s]) >= 0
+
+
+def _simple_next(prog: CompiledPattern, s: int) -> bool:
+    """A state whose one edge is a TAKE (``next``: this event or never)."""
+    e = _edges(prog, s)
+    return len(e) == 1 and e[0][0] == kc.TAKE
+
+
+def _first_threshold(prog: CompiledPattern, s: int) -> bool:
+    """Whether ``s`` may be one of ``matches.first_threshold_states`` (decided at run time, by
+    the options): a waiting state whose TAKE completes the match."""
+    return _waits(prog, s) and any(a == kc.TAKE and _kind(prog, t) == kc.FINAL for a, t, _ in _edges(prog, s))
+
+
+def unsupported(prog: CompiledPattern) -> str | None:
+    """Why this generator cannot write ``prog``'s step yet (None: it can, for any options)."""
     p = prog.nfa
     for s in range(p.n_states):
-        kind = int(p.state_kind[s])
+        kind = _kind(prog, s)
         if kind == kc.FINAL:
             continue
         if kind != kc.NORMAL:
             return "a negation (stop or pending state)"
-        edges = _edges(prog, s)
-        takes = [e for e in edges if e[0] == kc.TAKE]
-        if len(takes) != 1 or takes[0][1] == s:
-            return "a state with other than one TAKE edge forward (Kleene, optional or alternative stages)"
-        rest = [e for e in edges if e[0] != kc.TAKE]
-        if s == p.start_state and rest:
-            return "a start state with other edges than its TAKE"
-        if rest and not (len(rest) == 1 and rest[0][0] == kc.IGNORE and rest[0][1] == s
-                         and (rest[0][2] < 0 or _negation_of(prog, rest[0][2], takes[0][2]))):
-            return "an IGNORE edge other than the TAKE's negation or true"
+        try:
+            edges = _closure(prog, s)
+            for _, act, _, tgt, _ in edges:
+                if _kind(prog, tgt) not in (kc.NORMAL, kc.FINAL):
+                    return "a negation (stop or pending state)"
+                if act == kc.TAKE:
+                    _to_final(prog, tgt)
+        except _Unwritable as e:
+            return str(e)
     return None
 
 
-def _parks(prog: CompiledPattern, timeouts: bool) -> bool:
-    """Whether some state's waiting runs park (``kernels.park.park_table``)."""
-    from colcep.kernels import park as kpark
+class _Conds:
+    """A branch's conditions, each evaluated once (a local ``cv<c>``; ``not c`` reuses ``c``)."""
 
-    t = prog.tables()
-    pk_idx = kpark.park_table(t[0], t[15], t[7], t[8], t[9], t[14], t[10], t[17], prog.merging(timeouts))[0]
-    return bool((pk_idx >= 0).any())
+    def __init__(self, prog: CompiledPattern):
+        self.prog = prog
+        self.names: dict[int, str] = {}
+        self.lines: list[str] = []
+
+    def ref(self, c: int) -> str:
+        if c < 0:
+            return "True"
+        inner, neg = sp._strip_not(self.prog.lowered, c)
+        name = self.names.get(inner)
+        if name is None:
+            name = self.names[inner] = f"cv{inner}"
+            self.lines.append(f"{name} = {_cond_expr(self.prog, inner)}")
+        return f"(not {name})" if neg else name
+
+    def all_of(self, cs: tuple[int, ...]) -> str:
+        refs = [r for r in (self.ref(c) for c in cs) if r != "True"]
+        return " and ".join(refs) if refs else "True"
+
+    def any_of(self, paths: list[tuple[int, ...]]) -> str:
+        alts = [self.all_of(x) for x in paths]
+        if "True" in alts:
+            return "True"
+        return " or ".join(f"({a})" for a in alts) if alts else "False"
 
 
 def _cond_expr(prog: CompiledPattern, c: int) -> str:
@@ -126,126 +189,207 @@ def _cond_expr(prog: CompiledPattern, c: int) -> str:
     return f"(not {e})" if neg else e
 
 
-def _child_wake(prog: CompiledPattern, tgt: int, voff: str, sts: str, pad: str) -> list[str]:
+def _indent(lines: list[str], n: int = 4) -> list[str]:
+    return [" " * n + x for x in lines]
+
+
+def _guarded(cond: str, lines: list[str]) -> list[str]:
+    if cond == "True":
+        return lines
+    if cond == "False":
+        return []
+    return [f"if {cond}:"] + _indent(lines)
+
+
+def _child_wake(prog: CompiledPattern, tgt: int, voff: str, sts: str) -> list[str]:
     """The next event a run that just entered state ``tgt`` must see (the generic step's rule):
-    the next one; none while it is parked (it parks after this step); for a waiting state, the
-    first at which its condition holds (``conds.next_event``'s scan)."""
-    out = [f"{pad}wake = jc + 1"]
-    if int(prog.sleep_cond[tgt]) >= 0:
-        out += [f"{pad}if parking and pk_idx[{tgt}] >= 0:",
-                f"{pad}    wake = BIG",
-                f"{pad}else:",
-                f"{pad}    wake = next_event({int(prog.sleep_cond[tgt])}, cond_kind, cond_a, cond_b, cond_thr, code, consts, "
+    the next one; none while it is parked (it parks after this step); for a state whose waiting
+    run may be dropped beside another of its start (``first_thr``), the next one; for a waiting
+    state, the first at which its condition holds (``conds.next_event``'s scan)."""
+    out = ["wake = jc + 1"]
+    if _waits(prog, tgt):
+        out += [f"if parking and pk_idx[{tgt}] >= 0:",
+                "    wake = BIG"]
+        if _first_threshold(prog, tgt):
+            out += [f"elif first_thr[{tgt}] != 0:",
+                    "    pass  # scanned at the next event, unless a later run of its start drops it first"]
+        out += ["else:",
+                f"    wake = next_event({int(prog.sleep_cond[tgt])}, cond_kind, cond_a, cond_b, cond_thr, code, consts, "
                 f"masks, cols, W_v, {voff}, vm_stack, order, row_lo, jc + 1, n_rows, ts, last_time({sts}, window))"]
-    return out + [f"{pad}W_wake[w] = wake",
-                  f"{pad}if wake < min_wake:",
-                  f"{pad}    min_wake = wake"]
+    return out + ["W_wake[w] = wake",
+                  "if wake < min_wake:",
+                  "    min_wake = wake"]
 
 
-def _take(prog: CompiledPattern, s: int, pad: str, stays: bool) -> list[str]:
-    """A listed run in state ``s`` takes this event: its child, in its place, or (the run
-    ``stays`` too: ``followed_by_any``) a new run with a V of its own, written before it."""
+def _match(node: str, sts: str, spos: str) -> list[str]:
+    return [f"p_node[npot] = {node}", f"p_sts[npot] = {sts}", f"p_spos[npot] = {spos}", "npot += 1"]
+
+
+def _child(prog: CompiledPattern, tgt: int, node: str, stage: int, sts: str, spos: str) -> list[str]:
+    """A new run in ``tgt`` at ``w``, with a V of its own (the parent's at ``voff``, with this
+    event taken at ``stage``; -1: ignored)."""
+    out = [f"W_state[w] = {tgt}", f"W_node[w] = {node}", f"W_sts[w] = {sts}", f"W_spos[w] = {spos}",
+           "xo = v_at[0] * vw",
+           "W_vs[w] = v_at[0]",
+           "v_at[0] += 1",
+           "for jj in range(vw):",
+           "    W_v[xo + jj] = W_v[voff + jj]"]
+    if stage >= 0:
+        out.append(f"v_take(W_v, xo, vg_stage, vg_col, {stage}, cols, row, g)")
+    return out + ["run_flag[w - base] = 1"] + _child_wake(prog, tgt, "xo", sts) + ["w += 1"]
+
+
+def _reach(prog: CompiledPattern, tgt: int, node: str, stage: int, sts: str, spos: str) -> list[str]:
+    """The run that reaches ``tgt`` with ``node``: a completed match, or a new run."""
+    out = [f"n_ref[{node}] += 1"]
+    if _kind(prog, tgt) == kc.FINAL:
+        return out + _match(node, sts, spos)
+    return out + _child(prog, tgt, node, stage, sts, spos)
+
+
+def _closure_step(prog: CompiledPattern, s: int, start: bool) -> list[str]:
+    """A run in ``s`` (the start run: ``start``) at this event, as the generic step does it: the
+    edges its PROCEED closure collects, in its order, each a completed match or a run with a V
+    of its own (every condition read first, on the run's V at ``voff``)."""
+    conds = _Conds(prog)
+    sts, spos, parent = ("t", "g", "-1") if start else ("W_sts[i]", "W_spos[i]", "node0")
+    body: list[str] = []
+    for guards, act, src, tgt, c in _closure(prog, s):
+        if act == kc.IGNORE:
+            if start:
+                continue  # (the start run stays as it is)
+            lines = _reach(prog, tgt, "node0", -1, sts, spos)
+        else:
+            stage = int(prog.nfa.state_stage[src])
+            done = conds.any_of(_to_final(prog, tgt))
+            lines = ([f"node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, {parent})"]
+                     + _reach(prog, tgt, "node1", stage, sts, spos)
+                     + _guarded(done, ["n_ref[node1] += 1"] + _match("node1", sts, spos)))
+        body += _guarded(conds.all_of(guards + (c,)), lines)
+    if not start:
+        body.append("release(n_row, n_stage, n_parent, n_ref, meta, node0)")
+    return conds.lines + body
+
+
+def _take(prog: CompiledPattern, s: int, stays: bool) -> list[str]:
+    """A listed run in state ``s`` (one TAKE edge) takes this event: its child, in its place
+    (over its V), or (the run ``stays`` too: ``followed_by_any``) a new run with a V of its own,
+    written before it. Where PROCEED edges lead on from the target to the final state, the child
+    also completes (read on the run's V before the event is taken)."""
     p = prog.nfa
     (_, tgt, _), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
     stage = int(p.state_stage[s])
-    out = [f"{pad}node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, node0)",
-           f"{pad}n_ref[node1] += 1"]
-    if not stays:
-        out.append(f"{pad}release(n_row, n_stage, n_parent, n_ref, meta, node0)")
-    if int(p.state_kind[tgt]) == kc.FINAL:
-        return out + [f"{pad}p_node[npot] = node1",
-                      f"{pad}p_sts[npot] = W_sts[i]",
-                      f"{pad}p_spos[npot] = W_spos[i]",
-                      f"{pad}npot += 1"]
-    if stays:
-        out += [f"{pad}xo = v_at[0] * vw",
-                f"{pad}W_vs[w] = v_at[0]",
-                f"{pad}v_at[0] += 1",
-                f"{pad}for jj in range(vw):",
-                f"{pad}    W_v[xo + jj] = W_v[voff + jj]",
-                f"{pad}v_take(W_v, xo, vg_stage, vg_col, {stage}, cols, row, g)"]
-        voff = "xo"
+    out = ["node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, %d, node0)" % stage]
+    if _kind(prog, tgt) == kc.FINAL:
+        out += ["n_ref[node1] += 1"] + _match("node1", "W_sts[i]", "W_spos[i]")
+    elif stays:
+        conds = _Conds(prog)
+        done = conds.any_of(_to_final(prog, tgt))
+        out += conds.lines + _reach(prog, tgt, "node1", stage, "W_sts[i]", "W_spos[i]")
+        out += _guarded(done, ["n_ref[node1] += 1"] + _match("node1", "W_sts[i]", "W_spos[i]"))
     else:
-        out += [f"{pad}v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
-                f"{pad}W_vs[w] = W_vs[i]"]
-        voff = "voff"
-    return out + [f"{pad}W_state[w] = {tgt}",
-                  f"{pad}W_node[w] = node1",
-                  f"{pad}W_sts[w] = W_sts[i]",
-                  f"{pad}W_spos[w] = W_spos[i]",
-                  f"{pad}run_flag[w - base] = 1"] + _child_wake(prog, tgt, voff, "W_sts[i]", pad) + [f"{pad}w += 1"]
+        conds = _Conds(prog)
+        done = conds.any_of(_to_final(prog, tgt))
+        out = conds.lines + out + [
+            "n_ref[node1] += 1",
+            f"v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
+            "W_vs[w] = W_vs[i]",
+            f"W_state[w] = {tgt}",
+            "W_node[w] = node1",
+            "W_sts[w] = W_sts[i]",
+            "W_spos[w] = W_spos[i]",
+            "run_flag[w - base] = 1"] + _child_wake(prog, tgt, "voff", "W_sts[i]") + ["w += 1"]
+        out += _guarded(done, ["n_ref[node1] += 1"] + _match("node1", "W_sts[i]", "W_spos[i]"))
+    if not stays:
+        out.append("release(n_row, n_stage, n_parent, n_ref, meta, node0)")
+    return out
+
+
+def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
+    """A listed run in a waiting state ``s`` (TAKE under ``c``, IGNORE back under ``not c`` or
+    true): looked at only from the event its scan found (``W_wake``), as in the generic step,
+    after the rule that drops a run beside the one listed before it (``first_thr``)."""
+    (_, _, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
+    (_, _, ic), = [e for e in _edges(prog, s) if e[0] == kc.IGNORE]
+    sc = int(prog.sleep_cond[s])
+    stays = ic < 0  # followed_by_any: the run stays beside the run its TAKE makes
+    out: list[str] = []
+    if _first_threshold(prog, s):
+        out += [f"if (first_thr[{s}] != 0 and W_wake[i] >= -1 and w > base and W_state[w - 1] == {s}",
+                "        and W_spos[w - 1] == W_spos[i]):",
+                f"    drop, key_at, key_a = dominated_by_last(w, i, W_wake[i] > jc, row, key_at, key_a, pk_idx[{s}], PK, "
+                "code, consts, masks, cols, W_v, W_vs, W_node, vw, vm_stack, buf)",
+                "    if drop:",
+                "        release(n_row, n_stage, n_parent, n_ref, meta, node0)",
+                "        continue"]
+    take = _take(prog, s, stays)
+    if stays:  # the run itself, after its TAKE's child, looked at again from the next event
+        take += ["move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+                 "run_flag[w - base] = 1"] + _child_wake(prog, s, "voff", "W_sts[i]") + ["w += 1"]
+    return out + [
+        f"parks = parking and pk_idx[{s}] >= 0  # (parked after this step: not a wake)",
+        "wake = W_wake[i]",
+        "if wake > jc:  # waiting: the event leaves the run as it is",
+        "    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+        "    run_flag[w - base] = 0",
+        "    w += 1",
+        "    if wake < min_wake and not parks:",
+        "        min_wake = wake",
+        f"elif {_cond_expr(prog, c)}:"] + _indent(take) + [
+        "else:",
+        "    wake = BIG",
+        "    if not parks:",
+        f"        wake = next_event({sc}, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, "
+        "W_v, voff, vm_stack, order, row_lo, jc, n_rows, ts, last_time(W_sts[i], window))",
+        "        if wake < min_wake:",
+        "            min_wake = wake",
+        "    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
+        "    W_wake[w] = wake",
+        "    run_flag[w - base] = 0",
+        "    w += 1"]
 
 
 def _state_branch(prog: CompiledPattern, s: int, first: bool) -> list[str]:
-    """The step of a listed run in state ``s`` at this event (in place: its one child). A run
-    waiting in ``s`` (an IGNORE edge back to it) is looked at only from the event its scan
-    found (``W_wake``), as in the generic step."""
-    (_, _, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
-    ignores = [e for e in _edges(prog, s) if e[0] == kc.IGNORE]
-    pad = " " * 20
-    out = [f"            {'if' if first else 'elif'} s0 == {s}:"]
-    if not ignores:  # ``next``: this event or never
-        return out + [f"                if {_cond_expr(prog, c)}:"] + _take(prog, s, pad, False) + [
-            "                else:",
-            "                    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
-    sc = int(prog.sleep_cond[s])
-    stays = ignores[0][2] < 0  # followed_by_any: the run stays beside the run its TAKE makes
-    take = _take(prog, s, pad, stays)
-    if stays:  # the run itself, after its TAKE's child, looked at again from the next event
-        take += [f"{pad}move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
-                 f"{pad}run_flag[w - base] = 1"] + _child_wake(prog, s, "voff", "W_sts[i]", pad) + [f"{pad}w += 1"]
-    return out + [
-        f"                parks = parking and pk_idx[{s}] >= 0  # (parked after this step: not a wake)",
-        "                wake = W_wake[i]",
-        "                if wake > jc:  # waiting: the event leaves the run as it is",
-        "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
-        "                    run_flag[w - base] = 0",
-        "                    w += 1",
-        "                    if wake < min_wake and not parks:",
-        "                        min_wake = wake",
-        f"                elif {_cond_expr(prog, c)}:"] + take + [
-        "                else:",
-        "                    wake = BIG",
-        "                    if not parks:",
-        f"                        wake = next_event({sc}, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, "
-        "W_v, voff, vm_stack, order, row_lo, jc, n_rows, ts, last_time(W_sts[i], window))",
-        "                        if wake < min_wake:",
-        "                            min_wake = wake",
-        "                    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
-        "                    W_wake[w] = wake",
-        "                    run_flag[w - base] = 0",
-        "                    w += 1"]
+    """The step of a listed run in state ``s`` at this event."""
+    if _waits(prog, s):
+        body = _waiting_step(prog, s)
+    elif _simple_next(prog, s):  # ``next``: this event or never
+        (_, _, c), = _edges(prog, s)
+        body = [f"if {_cond_expr(prog, c)}:"] + _indent(_take(prog, s, False)) + [
+            "else:",
+            "    release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
+    else:  # Kleene, optional and alternative stages: the PROCEED closure, unrolled
+        body = _closure_step(prog, s, False)
+    return [f"            {'if' if first else 'elif'} s0 == {s}:"] + _indent(body, 16)
 
 
 def _start_branch(prog: CompiledPattern) -> list[str]:
-    """The start run at this event (its V the empty one)."""
+    """The start run at this event (its V the empty one). Where its one TAKE leads to a state
+    whose runs park (``start_tr``), the run it makes is parked at once, as in the generic step."""
     p = prog.nfa
     s = int(p.start_state)
+    out = ["if not dead and start_mask[row] != 0:",
+           "    voff = zero_off"]
+    if not _simple_next(prog, s):
+        return _indent(out + _indent(_closure_step(prog, s, True)), 12)
     (_, tgt, c), = _edges(prog, s)
     stage = int(p.state_stage[s])
-    out = ["if not dead and start_mask[row] != 0:",
-           "    voff = zero_off",
-           f"    if {_cond_expr(prog, c)}:",
-           f"        node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, -1)",
-           "        n_ref[node1] += 1"]
-    if int(p.state_kind[tgt]) == kc.FINAL:
-        out += ["        p_node[npot] = node1",
-                "        p_sts[npot] = t",
-                "        p_spos[npot] = g",
-                "        npot += 1"]
+    alloc = [f"node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, -1)"]
+    if _kind(prog, tgt) == kc.FINAL:
+        take = alloc + ["n_ref[node1] += 1"] + _match("node1", "t", "g")
     else:
-        out += ["        xo = v_at[0] * vw",
-                "        W_vs[w] = v_at[0]",
-                "        v_at[0] += 1",
-                "        for jj in range(vw):",
-                "            W_v[xo + jj] = W_v[zero_off + jj]",
-                f"        v_take(W_v, xo, vg_stage, vg_col, {stage}, cols, row, g)",
-                f"        W_state[w] = {tgt}",
-                "        W_node[w] = node1",
-                "        W_sts[w] = t",
-                "        W_spos[w] = g",
-                "        run_flag[w - base] = 1"] + _child_wake(prog, tgt, "xo", "t", " " * 8) + ["        w += 1"]
-    return [" " * 12 + x for x in out]
+        conds = _Conds(prog)
+        done = conds.any_of(_to_final(prog, tgt))
+        take = (conds.lines + alloc + _reach(prog, tgt, "node1", stage, "t", "g")
+                + _guarded(done, ["n_ref[node1] += 1"] + _match("node1", "t", "g")))
+        if _waits(prog, tgt):
+            take = (["if parking and start_tr >= 0:  # parked at once"]
+                    + _indent(alloc + ["n_ref[node1] += 1",
+                                       f"park_start(P, k, pk_op, pk_t0, pk_t1, pk_idx[{tgt}], {tgt}, node1, t, g, W_v, "
+                                       f"zero_off, vw, vg_stage, vg_col, {stage}, row, code, consts, masks, cols, "
+                                       "vm_stack)"])
+                    + ["else:"] + _indent(take))
+    return _indent(out + _indent(_guarded(_cond_expr(prog, c), take)), 12)
 
 
 _HEAD = '''"""colcep compiled step (generated by colcep.engine.stepgen; one shape of pattern). Do not edit:
@@ -258,8 +402,9 @@ from colcep.kernels.codes import BIG, TIME_MAX
 from colcep.kernels.matches import flush_pending
 from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
                                 NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
-from colcep.kernels.park import (PM_NK, emit_woken, look, n_thresholds, park_fits, park_pass, park_room, sort_by_path,
-                                 take_woken, timeouts)
+from colcep.kernels.nfa import _dominated_by_last as dominated_by_last
+from colcep.kernels.park import (PM_NK, emit_woken, look, n_thresholds, park_fits, park_pass, park_room, park_start,
+                                 sort_by_path, take_woken, timeouts)
 from colcep.kernels.conds import next_event
 from colcep.kernels.merge import merge_runs
 from colcep.kernels.runs import deadline, expired, last_time, move_run, short_of_room, turn_v_arena
@@ -280,6 +425,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     cond_thr = prog[14]
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
+    start_tr, first_thr = PK[6][0], PK[8]
     SEG, KL, pm = P[14], P[15], P[18]
     n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
@@ -295,7 +441,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     cap = W_state.shape[0] // 2
     zero_off = 4 * cap * vw  # the empty V, after the two halves of the V arena
     max_runs = opts[4]
-    j, ao, na, nh, npend, nm, ne = cur[J], cur[AO], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE]
+    j, ao, a_half, na, nh, npend, nm, ne = cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE]
     dead = cur[DEAD] != 0
     stamp = cur[STAMP]  # unique per merging round in the call (the merge's hash table generations)
     min_wake = -1  # the first event a listed run must see (unknown: the carried runs are looked at first)
@@ -382,33 +528,34 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                 ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, 0, nh, npend, g)
         if final_tick:
             continue
-        # 2. computeNextStates, every run in start order (in place), then the start run; the runs
-        # this event woke from the park first join the list, in start order, or complete at once
-        if ao + na + nk + 1 > 2 * cap or ((nk > 0 or TWO_HALVES) and ao < cap < ao + na):
-            # the list crept to the end of the work arrays, or lies across their halves: to their start
-            for i in range(na):
-                move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, ao + i, i)
-            ao = 0
+        # 2. computeNextStates, every run in start order, then the start run, the new list written
+        # in the other half (the generic step's layout, so that runs are looked at, and dropped
+        # beside another of their start, at its events); the runs this event woke from the park
+        # first join the list, in start order, or complete at once
         if nk > 0 and PK[7][0] and na == 0 and nh == 0:
             npend = emit_woken(P, g, prog[1], pend_node, pend_g, pend_flag, pend_tts, npend, n_row, n_stage, n_parent,
                                n_ref, meta)
-        elif nk > 0:  # (merged into the other half)
-            dst = cap if ao + na <= cap else 0
+        elif nk > 0:
+            dst = (1 - a_half) * cap
             na = take_woken(P, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, vw, ao, na, dst, j - 1)
             ao = dst
+            a_half = 1 - a_half
+            min_wake = -1  # a full step
         npot = 0
         jc = j - 1
+        na0 = na
         # when every listed run waits past this event only the start run acts (its child is
-        # appended); otherwise every run is looked at, and the next event one must see found again
-        fast = min_wake > jc and nk == 0
-        base = ao
+        # appended in place); otherwise every run is looked at, and the next event one must see
+        # found again
+        fast = min_wake > jc and ao - a_half * cap + na + per_run <= cap
         if fast:
+            base = ao
             w = ao + na
         else:
             min_wake = BIG
-            if TWO_HALVES:  # a run may leave two: the new list is written in the other half
-                base = cap if ao + na <= cap else 0
+            base = (1 - a_half) * cap
             w = base
+        key_at, key_a = -1, 0.0  # the last listed run whose threshold key is known, and that key
         for i in range(ao if not fast else ao + na, ao + na):
             if (i & 1023) == 1023 and stop[0] != 0:
                 break
@@ -425,9 +572,9 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
                 na = merge_runs(ao, na, run_flag, W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, vw, st_rel,
                                 st_merge, n_row, n_stage, n_parent, n_ref, meta, window <= 0, aux[1], aux[2], aux[3],
                                 stamp)
-            if parking and na > 0:  # the waiting runs park
+            if parking and na > (na0 if fast else 0):  # the waiting runs park
                 na = park_pass(P, k, pk_idx, pk_col, pk_op, pk_t0, pk_t1, W_state, W_node, W_sts, W_spos, W_wake,
-                               W_vs, W_v, vw, ao, na, 0, code, consts, masks, cols, vm_stack)
+                               W_vs, W_v, vw, ao, na, na0 if fast else 0, code, consts, masks, cols, vm_stack)
             if na + KL[k] > max_runs:
                 cur[ROOM] = na + KL[k]
                 code_ = OVER_CAPACITY
@@ -438,10 +585,12 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             if npot > 0 or nh > 0:
                 ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, npot, nh,
                                                    npend, g)
+            if not fast:  # the new list is the current one
+                a_half = 1 - a_half
             continue
         code_ = INTERRUPTED  # stopped inside the event (the caller undoes the call)
         break
-    cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE] = j, ao, cur[HALF], na, nh, npend, nm, ne
+    cur[J], cur[AO], cur[HALF], cur[NA], cur[NH], cur[NPEND], cur[NM], cur[NE] = j, ao, a_half, na, nh, npend, nm, ne
     cur[DEAD] = 1 if dead else 0
     cur[STAMP] = stamp
     return code_
@@ -451,7 +600,7 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
 def generate(prog: CompiledPattern) -> str:
     """The compiled step's module source for ``prog`` (raises ValueError for a shape it does not
     write: :func:`unsupported`)."""
-    why = _unsupported_shape(prog)
+    why = unsupported(prog)
     if why is not None:
         raise ValueError(f"the compiled step does not generate {why} yet")
     p = prog.nfa
@@ -461,9 +610,7 @@ def generate(prog: CompiledPattern) -> str:
             branches += _state_branch(prog, s, not branches)
     if not branches:
         branches = ["            pass"]
-    two = any(e[0] == kc.IGNORE and e[2] < 0 for s in range(p.n_states) for e in _edges(prog, s))
-    src = (_RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
-           .replace("TWO_HALVES", "True" if two else "False"))
+    src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
     return _HEAD + sp.HELPERS + src
 
 

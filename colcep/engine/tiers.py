@@ -46,7 +46,7 @@ class Tier:
         self._last: str | None = None
         self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
         self._step: Any = None  # "compiled": the pattern's stepgen.Step
-        self._why: dict = {}  # "compiled": (timeouts, window > 0) -> stepgen.unsupported's answer
+        self._why: str | None | bool = False  # "compiled": stepgen.unsupported's answer (False: not asked yet)
 
     @property
     def active(self) -> str | None:
@@ -79,14 +79,11 @@ class Tier:
             return self._pick(args)
 
     def _compiled(self, args: tuple) -> Callable[..., Any]:
-        """The compiled step's ``run_batch`` where the generator writes this pattern's step (with
-        these options: ``args[1]``), else the generic kernel's."""
-        opts = args[1]
-        options = (bool(opts[3]), int(opts[0]) > 0)  # (all that unsupported() reads of the options)
-        why = self._why.get(options, False)
-        if why is False:  # worked out once per options, not at every kernel call
-            why = self._why[options] = stepgen.unsupported(self.prog, options[0], int(options[1]))
-        if why is None:
+        """The compiled step's ``run_batch`` where the generator writes this pattern's step, else
+        the generic kernel's."""
+        if self._why is False:  # worked out once, not at every kernel call
+            self._why = stepgen.unsupported(self.prog)
+        if self._why is None:
             try:
                 if self._step is None:
                     self._step = stepgen.Step(self.prog)
