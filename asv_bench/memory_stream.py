@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=float, default=1e5, help="events per batch")
     ap.add_argument("--symbols", type=int, default=100)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--tier", default="generic", choices=["generic", "specialised"], help="the kernel tier")
+    ap.add_argument("--tier", default="generic", choices=["generic", "compiled"], help="the kernel tier")
     ap.add_argument("--every", type=int, default=0, help="print every N batches (default: ~20 lines)")
     ap.add_argument("--json", help="write the records and the summary here")
     a = ap.parse_args(argv)

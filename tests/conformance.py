@@ -7,7 +7,7 @@ engine and compares as the case says (``order``, ``compare_by``, ``expected_list
 
     python tests/conformance.py conformance                      # the colcep engine
     python tests/conformance.py --engine reference PATH...         # the plain-Python reference
-    COLCEP_SPEC_JIT=0 python tests/conformance.py --engine specialised   # the specialised tier, interpreted
+    COLCEP_STEP_JIT=0 python tests/conformance.py --engine compiled   # the compiled tier, interpreted
 
 printing one line per failing case and a last line ``N passed, M failed``.
 """
@@ -102,10 +102,45 @@ def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic",
                             want_timeouts)
 
 
-def engine_specialised(case: dict, want_timeouts: bool):
-    """``engine_colcep`` on the specialised tier (interpreted when ``colcep.engine.specialise.JIT`` is
-    False, i.e. ``COLCEP_SPEC_JIT=0``: a Numba compile per pattern costs ~35 s)."""
-    return engine_colcep(case, want_timeouts, "specialised")
+def engine_compiled(case: dict, want_timeouts: bool):
+    """``engine_colcep`` on the compiled tier (interpreted when ``colcep.engine.codegen.JIT`` is
+    False, i.e. ``COLCEP_STEP_JIT=0``: a Numba compile per shape costs ~10-20 s)."""
+    return engine_colcep(case, want_timeouts, "compiled")
+
+
+def tiers_agree(case: dict, timeouts: bool, sizes=(None, 1, 7)) -> pa.Table:
+    """The case through the generic and the compiled tier, whole and in batches of each size, and
+    restored from a snapshot at every boundary into the compiled tier: the same tables (rows,
+    order, match ids, every column) and the same live partial matches after every batch, the
+    compiled step running every batch. Returns the whole run."""
+    prog = cc.compile(case_pattern(case))
+    table = case_table(case)
+    key = case["pattern"].get("key")
+    whole = None
+    for size in sizes:
+        step = size or max(1, table.num_rows)
+        ms = {t: cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None, tier=t)
+              for t in ("generic", "compiled")}
+        outs: dict = {t: [] for t in ms}
+        for lo in range(0, table.num_rows, step):
+            for t, m in ms.items():
+                outs[t].append(m.process(table.slice(lo, step)))
+            assert ms["compiled"].kernel_tier == "compiled"
+            assert ms["compiled"].live_partial_matches == ms["generic"].live_partial_matches
+        for t, m in ms.items():
+            outs[t].append(m.close())
+        got, want = pa.concat_tables(outs["compiled"]), pa.concat_tables(outs["generic"])
+        assert got.equals(want), size
+        whole = got if whole is None else whole
+        assert got.equals(whole), size
+    m = cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None, tier="compiled")
+    parts = []
+    for i in range(table.num_rows):
+        parts.append(m.process(table.slice(i, 1)))
+        m = cc.Matcher.restore(prog, m.snapshot(), tier="compiled")
+    parts.append(m.close())
+    assert pa.concat_tables(parts).equals(whole)
+    return whole
 
 
 def rows_to_matches(tbl: pa.Table, want_timeouts: bool):
@@ -136,7 +171,7 @@ def engine_reference(case: dict, want_timeouts: bool):
     return run_reference(prog, events, case["pattern"].get("key"), int(window), want_timeouts)
 
 
-ENGINES = {"colcep": engine_colcep, "specialised": engine_specialised, "reference": engine_reference}
+ENGINES = {"colcep": engine_colcep, "compiled": engine_compiled, "reference": engine_reference}
 
 
 # ----------------------------------------------------------------------------- comparison

@@ -1,5 +1,5 @@
 """Ctrl-C in the middle of a runaway scan, in a child process (``tests/test_state.py``,
-``tests/test_threads.py``, ``tests/test_specialise.py``, ``tests/test_progress.py``): the scan
+``tests/test_threads.py``, ``tests/test_tiers.py``, ``tests/test_progress.py``): the scan
 must stop within ``GRACE_SECONDS`` of the signal (the kernels saw their stop flag: none was left
 running) and leave the Matcher's state exactly as it was before the call.
 
@@ -18,7 +18,7 @@ import os, signal, threading, time, sys
 import numpy as np, pyarrow as pa
 import colcep as cc
 from colcep import col, sum as csum
-from colcep.engine import interrupt, shards, specialise
+from colcep.engine import codegen, interrupt, shards
 p = (cc.Pattern.begin("a").where(col("price") > 0)
      .followed_by_any("b").where(col("price") > csum("price", of="b") - 10**9).one_or_more()
      .allow_combinations().followed_by("c").where(col("price") < 0).within(15))

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from colcep.engine import specialise
-from conformance import CORPUS, check_case, compare, load_cases, rows_to_matches, run_table
+import colcep as cc
+from colcep.engine import codegen, stepgen
+from conformance import (CORPUS, case_pattern, case_table, check_case, compare, feed, load_cases, rows_to_matches,
+                         run_table, tiers_agree)
 
 if not CORPUS.is_dir():
     raise FileNotFoundError(f"the conformance corpus is missing at {CORPUS}: it is part of the repository "
@@ -33,18 +35,25 @@ def test_engine(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_specialised_tier(case, monkeypatch):
-    """The specialised tier forced: Flink's output, and exactly the generic tier's table (rows,
-    order, match ids, every column) whole and in 1-row batches. Its generated module runs as
-    Python (``specialise.JIT`` False): the same source Numba compiles, without a ~35 s compile per
-    case; ``test_specialise.py`` compiles it for real on one case."""
-    monkeypatch.setattr(specialise, "JIT", False)
+def test_compiled_tier(case, monkeypatch):
+    """The compiled tier forced: Flink's output, and exactly the generic tier's tables and live
+    partial matches, whole, in 1- and 7-row batches and restored at every boundary
+    (``conformance.tiers_agree``); a pattern with negation runs on the generic kernel, with a
+    warning. The generated step runs as Python (``codegen.JIT`` False): the source Numba
+    compiles, without a compile per shape; ``test_stepgen.py`` and ``test_tiers.py`` compile it."""
+    monkeypatch.setattr(codegen, "JIT", False)
     timeouts = case.get("expected_timeouts") is not None
-    whole = run_table(case, timeouts, "specialised", columns=None)
+    if stepgen.unsupported(cc.compile(case_pattern(case))) is None:
+        whole = tiers_agree(case, timeouts)
+    else:
+        with pytest.warns(cc.ColcepWarning, match="does not generate a negation"):
+            m = cc.Matcher(case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=timeouts,
+                           columns=None, tier="compiled")
+        whole = feed(m, case_table(case), [])
+        assert m.kernel_tier == "generic"
+        assert whole.equals(run_table(case, timeouts, "generic", columns=None))
     diff = compare(case, *rows_to_matches(whole, timeouts))
     assert diff is None, diff
-    assert whole.equals(run_table(case, timeouts, "generic", columns=None))
-    assert run_table(case, timeouts, "specialised", batch_rows=1, columns=None).equals(whole)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])

@@ -33,9 +33,9 @@ class StreamMemory:
     """Many batches through one Matcher (asv_bench/memory_stream.py) on either kernel tier: RSS
     growth between the first and the last quarter of the stream (flat: about 0), and bytes of
     matcher state per live partial match (the tiers share the state layout). The quick smoke run
-    interprets the specialised module (as in bench_tiers)."""
+    interprets the compiled tier's generated step (as in bench_tiers)."""
 
-    params = (STREAM_PATTERNS, STREAM_EVENTS, ["generic", "specialised"])
+    params = (STREAM_PATTERNS, STREAM_EVENTS, ["generic", "compiled"])
     param_names = ["pattern", "events", "tier"]
     timeout = 3600
     rounds = 1

@@ -1,6 +1,6 @@
 """Scan throughput with the keys spread over threads (``threads=``): the four benchmark patterns
 over 10^6 ticks (quick: 10^4) at 100 and 5,000 symbols, with 1 and 2 threads, on both kernel
-tiers (the quick smoke run interprets the specialised module, as in bench_tiers).
+tiers (the quick smoke run interprets the compiled tier's generated step, as in bench_tiers).
 
     asv run --python=same --bench bench_threads
 
@@ -13,7 +13,7 @@ from .common import (PATTERN_NAMES, PATTERNS, QUICK_EVENTS, QUICK, REF_EVENTS, b
 
 EVENTS = QUICK_EVENTS if QUICK else REF_EVENTS
 SYMBOLS = [100, 5000]
-TIERS = ["generic", "specialised"]
+TIERS = ["generic", "compiled"]
 
 
 class _Setup:

@@ -1,14 +1,15 @@
-"""Kernel tiers (``tier=``, colcep.engine.specialise): the generic and the specialised kernel on the four
-benchmark patterns (P1-P5) at 10^6 events (quick: 10^4) over 100 and 5,000 symbols, against the limit
-kernels (asv_bench/limit.py: shared/bench/limit/kernels.py, issue 11's yardstick).
+"""Kernel tiers (``tier=``, colcep.engine.tiers): the generic kernel and the compiled step
+(colcep.engine.stepgen) on the five benchmark patterns (P1-P5) at 10^6 events (quick: 10^4) over
+100 and 5,000 symbols, against the limit kernels (asv_bench/limit.py: shared/bench/limit/kernels.py,
+issue 11's yardstick).
 
     asv run --python=same --bench bench_tiers
 
-``setup`` compiles the specialised kernel (or loads it from the disk cache: ~35 s of CPU once
-per pattern and machine). ``track_ratio_to_limit`` times both in the same process (targets:
-specialised >= 0.7, generic >= 0.4). The quick smoke run (CI) interprets the specialised module
-(``COLCEP_SPEC_JIT=0``) instead of compiling four patterns: it checks the benchmark code, and
-its figures mean nothing.
+``setup`` compiles the pattern's step (or loads it from the disk cache: ~10-20 s of CPU once
+per pattern shape and machine; patterns that differ only in constants share it).
+``track_ratio_to_limit`` times both in the same process (targets: compiled >= 0.7, generic >= 0.4).
+The quick smoke run (CI) interprets the generated steps (``COLCEP_STEP_JIT=0``) instead of
+compiling them: it checks the benchmark code, and its figures mean nothing.
 """
 from .common import (LIMIT_PATTERNS, MIB, QUICK, QUICK_EVENTS, REF_EVENTS, best_time, enter_tier,
                      leave_tier, make_data, peak_above, scan, tier_table, warm_up)
@@ -17,7 +18,7 @@ import limit  # asv_bench/limit.py (common put asv_bench on sys.path)
 
 EVENTS = QUICK_EVENTS if QUICK else REF_EVENTS
 SYMBOLS = [100, 5000]
-TIERS = ["generic", "specialised"]
+TIERS = ["generic", "compiled"]
 
 
 class Tiers:

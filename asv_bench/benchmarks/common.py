@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import colcep
-from colcep.engine import specialise
+from colcep.engine import codegen
 from colcep.examples import BENCHMARK_PATTERNS
 from colcep.engine.program import CompiledPattern
 from colcep.expr import col, first, last
@@ -140,22 +140,22 @@ def warm_up(names=None, tiers=("generic",)) -> None:
 
 def enter_tier() -> bool:
     """Call in ``setup`` of a benchmark with a ``tier`` parameter: in the quick smoke run (CI) the
-    specialised tier interprets its generated module (``COLCEP_SPEC_JIT=0``) instead of compiling
-    one per pattern (~35 s each), so its figures there mean nothing. Returns what ``leave_tier``
-    restores."""
-    jit = specialise.JIT
+    compiled tier interprets its generated step (``COLCEP_STEP_JIT=0``) instead of compiling one
+    per pattern shape (~10-20 s each), so its figures there mean nothing. Returns what
+    ``leave_tier`` restores."""
+    jit = codegen.JIT
     if QUICK:
-        specialise.JIT = False
+        codegen.JIT = False
     return jit
 
 
 def leave_tier(jit: bool) -> None:
-    specialise.JIT = jit
+    codegen.JIT = jit
 
 
 def tier_table(cache: dict, events: int, symbols: int) -> pa.Table:
     """``load`` for the benchmarks with a ``tier`` parameter: in the quick smoke run only its
-    first 2,000 rows (the interpreted specialised module takes ~0.1 ms an event)."""
+    first 2,000 rows (the interpreted generated step takes ~0.1 ms an event)."""
     table = load(cache, events, symbols)
     return table.slice(0, 2_000) if QUICK else table
 

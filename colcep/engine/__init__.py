@@ -10,5 +10,6 @@ that steps Arrow batches through the kernels.
 - state: :mod:`~colcep.engine.state` (``MatcherState``), :mod:`~colcep.engine.codec` (its bytes);
 - driver: :mod:`~colcep.engine.matcher` (``Matcher``, ``match``), :mod:`~colcep.engine.shards`
   (keys over threads), :mod:`~colcep.engine.interrupt` (Ctrl-C in kernel calls),
-  :mod:`~colcep.engine.specialise` (the specialised kernel tier).
+  :mod:`~colcep.engine.tiers` (which kernel a call runs), :mod:`~colcep.engine.stepgen` (the
+  compiled step), :mod:`~colcep.engine.codegen` (what generated kernels share).
 """

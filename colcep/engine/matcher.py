@@ -116,12 +116,12 @@ class Matcher:
         the first batch's would be), so even a Matcher that never gets a row closes with the
         output's exact types. Without it, ``close()`` before any batch gives the output's columns
         with the key and ``columns`` typed null (their types are not known yet).
-    tier: the step kernel (``colcep.engine.specialise``): "generic" (default) interprets the conditions;
-        "specialised" compiles (once per machine, ~35 s of CPU, then cached on disk) a kernel with
-        this pattern's conditions inlined before the first batch; "auto" compiles it in a
-        background thread and switches to it between batches once ready; "compiled" (being
-        built: ``colcep.engine.stepgen``) runs a per-key step generated for the pattern's shape
-        where the generator writes that shape, else the generic kernel.
+    tier: the step kernel (``colcep.engine.tiers``): "generic" (default) interprets the pattern;
+        "compiled" runs a per-key step generated for the pattern's shape (``colcep.engine.stepgen``:
+        compiled once per machine and shape, ~10-20 s of CPU, then cached on disk; patterns that
+        differ only in constants share it), built before the first batch; "auto" compiles it in a
+        background thread and switches to it between batches once ready. A pattern with negation
+        runs on the generic kernel (with a warning). "specialised" is taken as "compiled".
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.
@@ -215,8 +215,7 @@ class Matcher:
 
     @property
     def kernel_tier(self) -> str | None:
-        """The step kernel the last batch ran on: "generic", "specialised" or "compiled" (None
-        before any)."""
+        """The step kernel the last batch ran on: "generic" or "compiled" (None before any)."""
         return self._tier.active
 
     @property

@@ -153,7 +153,7 @@ def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_key
     last call, in calls of ``chunk`` of its rows; runs on a worker thread. Updates ``shard`` and
     returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
     caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
-    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.engine.specialise``).
+    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.engine.tiers``).
     ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``).
     ``done`` (a progress meter's counters): after each call, ``done[s]`` = (rows of the shard
     done, matches found), read by the waiting thread."""

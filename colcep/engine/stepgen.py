@@ -7,7 +7,7 @@ every child a new V slot and a copy. Here a pattern's per-key step is *generated
 module whose ``run_key`` has ``_run_key``'s signature and protocol (the cursor, the statuses
 NEED_ROOM / NEED_OUT / OVER_CAPACITY / INTERRUPTED, the same room and bound checks, matches
 written through ``matches.flush_pending``), with one branch per state, its conditions inlined as
-expressions, and a run's one child updated in place. ``kernels.nfa.run_batch_with`` is the
+expressions. ``kernels.nfa.run_batch_with`` is the
 driver: ``run_batch``'s body with the step as a first-class function, compiled once for every
 pattern (its one overload takes the function's type), so a pattern costs only its step's compile.
 
@@ -19,16 +19,21 @@ Constants are read from the program's ``consts`` array, not written into the cod
 one shape (other thresholds, windows, multipliers) generate the same source, hence one module
 and one compile. The module is a real file, ``cache_dir()/step/colcep_step_<source hash>_<kernel
 hash>.py``, compiled once per machine (Numba's disk cache beside it); with ``JIT`` off
-(``COLCEP_SPEC_JIT=0``) it runs as plain Python with the driver (tests, debugging).
+(``COLCEP_STEP_JIT=0``) it runs as plain Python with the driver (tests, debugging).
 
-Shapes generated so far (:func:`unsupported` says why another pattern runs on the generic
-kernel): chains of single-event stages (``next``, ``followed_by``, ``followed_by_any``: a run that
-stays beside the run its TAKE makes; the new list is then written in the other half of the work
-arrays, as the generic step does), any skip strategy (the generic ``process_matches`` holds,
-releases and prunes), timed-out output, runs waiting for a threshold (the generic park, at the
-same points) and merging under a window (``merge.merge_runs``); not yet: Kleene, optional and
-grouped stages, negation, merging without a window (where runs of any start merge, the generic
-step decides by its own layout of the work arrays), one match per start among parked runs.
+Every automaton without negation is generated: for each state its PROCEED closure is unrolled at
+generation time (the TAKE and IGNORE edges the generic step's DFS would collect, in its order,
+each under the conditions on its way), every condition of a branch read once, as a local, before
+any child is written. A run whose one edge is a TAKE (``next``) gives its V slot to its child; a
+waiting state (TAKE under ``c``, IGNORE back under ``not c`` or true) is looked at only from the
+event its scan found; the generic kernel's own functions hold matches back and release them
+(``settle_matches``), park, wake and time out waiting runs, merge runs, and drop a waiting run
+beside another of its start that always completes first (``matches.dominated``). The work arrays
+keep the generic step's layout (the new list written in the other half; only the start run acts,
+in place, when every listed run waits), so runs are looked at, dropped and merged at the same
+events and the live partial matches are the generic tier's after every call. A pattern with a
+STOP or PENDING state (``not_next``, ``not_followed_by``) runs on the generic kernel
+(:func:`unsupported`).
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ from typing import Any, Callable
 
 
 from colcep import cache
-from colcep.engine import specialise as sp
+from colcep.engine import codegen
 from colcep.engine.program import CompiledPattern
 from colcep.kernels import codes as kc
 from colcep.kernels import nfa as knfa
@@ -154,7 +159,7 @@ class _Conds:
     def ref(self, c: int) -> str:
         if c < 0:
             return "True"
-        inner, neg = sp._strip_not(self.prog.lowered, c)
+        inner, neg = codegen._strip_not(self.prog.lowered, c)
         name = self.names.get(inner)
         if name is None:
             name = self.names[inner] = f"cv{inner}"
@@ -178,12 +183,12 @@ def _cond_expr(prog: CompiledPattern, c: int) -> str:
     if c < 0:
         return "True"
     lw = prog.lowered
-    inner, neg = sp._strip_not(lw, c)
+    inner, neg = codegen._strip_not(lw, c)
     if lw.cond_kind[inner] == kc.COND_MASK:
         return f"(masks[{int(lw.cond_a[inner])}, row] {'==' if neg else '!='} 0)"
     try:
-        e = sp.translate(lw.code, lw.consts, int(lw.cond_a[inner]), int(lw.cond_b[inner]), literal=False)
-    except sp._Untranslatable:
+        e = codegen.translate(lw.code, lw.consts, int(lw.cond_a[inner]), int(lw.cond_b[inner]), literal=False)
+    except codegen._Untranslatable:
         e = (f"eval_program(code, {int(lw.cond_a[inner])}, {int(lw.cond_b[inner])}, consts, row, masks, cols, v, "
              "voff, vm_stack)")
     return f"(not {e})" if neg else e
@@ -611,7 +616,7 @@ def generate(prog: CompiledPattern) -> str:
     if not branches:
         branches = ["            pass"]
     src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
-    return _HEAD + sp.HELPERS + src
+    return _HEAD + codegen.HELPERS + src
 
 
 # ----------------------------------------------------------------------------- the module, compiled
@@ -625,18 +630,18 @@ def kernel_hash() -> str:
 def module_name(src: str) -> str:
     """``colcep_step_<source hash>_<kernel hash>`` (``_py``: ``JIT`` off): one per shape."""
     return (f"{MODULE_PREFIX}{hashlib.sha256(src.encode()).hexdigest()[:24]}_{kernel_hash()}"
-            f"{'' if sp.JIT else '_py'}")
+            f"{'' if codegen.JIT else '_py'}")
 
 
 def load(prog: CompiledPattern) -> ModuleType:
     """The compiled step's module for ``prog``'s shape (generated, written and imported once)."""
     src = generate(prog)
-    if not sp.JIT:
-        src = src.replace("from numba import njit\n", "from colcep.engine.specialise import _no_jit as njit\n")
+    if not codegen.JIT:
+        src = src.replace("from numba import njit\n", "from colcep.engine.codegen import _no_jit as njit\n")
     name = module_name(src)
     path = os.path.join(cache.cache_dir(), "step", name + ".py")
-    return sp.load_generated(name, path, lambda: src, sp.JIT,
-                             lambda folder: sp.prune_stale(folder, MODULE_PREFIX, kernel_hash()))
+    return codegen.load_generated(name, path, lambda: src, codegen.JIT,
+                             lambda folder: codegen.prune_stale(folder, MODULE_PREFIX, kernel_hash()))
 
 
 def step_type(args: tuple) -> Any:
@@ -651,43 +656,66 @@ def step_type(args: tuple) -> Any:
 
 
 class Step:
-    """A pattern's compiled step, as a ``run_batch`` for the tier to call: ``Step(prog)(args)``
-    gives the callable (compiling the step and the driver for ``args``' types when new)."""
+    """A pattern's compiled step, as a ``run_batch`` for the tier to call: ``Step(prog)`` loads
+    the module; ``for_args(args)`` gives the callable for a call's arguments, compiling the step
+    and the driver for their types when new. ``signature(args)`` and ``build(sig)`` are its two
+    halves, so that the compile can run in another thread (``tier="auto"``): the signature is
+    read from the call's arguments in the caller's thread, the build needs only the signature."""
 
     def __init__(self, prog: CompiledPattern):
         self.mod = load(prog)
-        self._sigs: dict = {}  # arg_key -> the callable
+        self._sigs: dict = {}  # arg_key -> the signature
+        self._fns: dict = {}  # signature -> the callable
 
     def for_args(self, args: tuple) -> Callable[..., Any]:
-        key = sp.arg_key(args)
-        fn = self._sigs.get(key)
-        if fn is None:
-            fn = self._sigs[key] = self._build(args)
-        return fn
+        sig = self.signature(args)
+        return self._fns.get(sig) or self.build(sig)
 
-    def _build(self, args: tuple) -> Callable[..., Any]:
+    def ready(self, args: tuple) -> Callable[..., Any] | None:
+        """The callable for ``args`` if built, else None (nothing compiled)."""
+        return self._fns.get(self.signature(args))
+
+    def signature(self, args: tuple) -> Any:
+        """The step's and the driver's types for a call with ``args`` (None with ``JIT`` off)."""
+        key = codegen.arg_key(args)
+        if key not in self._sigs:
+            if not codegen.JIT:
+                self._sigs[key] = None
+            else:
+                from numba import types, typeof
+
+                step = step_type(args)
+                self._sigs[key] = (step, (types.FunctionType(step),) + tuple(typeof(a) for a in args))
+        return self._sigs[key]
+
+    def build(self, sig: Any) -> Callable[..., Any]:
+        """The callable for ``sig``: the step and the driver compiled for it (or loaded from the
+        disk cache); with ``JIT`` off the driver's body as Python calling the interpreted step."""
+        fn = self._fns.get(sig)
+        if fn is not None:
+            return fn
         run_key = self.mod.run_key
-        if not sp.JIT:  # the driver's body as Python, calling the interpreted step
-            return partial(knfa._batch.py_func, run_key)
-        from numba import types, typeof
-
-        sig = step_type(args)
-        driver = knfa.run_batch_with
-        with cache.compile_lock():
-            if sig.args not in run_key.overloads:
-                run_key.compile(sig.args)
-            driver_sig = (types.FunctionType(sig),) + tuple(typeof(a) for a in args)
-            try:
-                if driver_sig not in driver.overloads:
-                    driver.disable_compile(False)
-                    driver.compile(driver_sig)
-            finally:
-                # called with a step (a dispatcher), the driver must take it as a first-class
-                # function through the overload above, not compile a copy for that one function
-                driver.disable_compile(True)
-        # the overload's own entry (the arguments' types are the ones it was compiled for: the key
-        # of ``_sigs``), so that no call resolves the types of ~100 arrays in Python again
-        return partial(driver.overloads[driver_sig].entry_point, _address(run_key, sig))
+        if sig is None:
+            fn = partial(knfa._batch.py_func, run_key)
+        else:
+            step, driver_sig = sig
+            driver = knfa.run_batch_with
+            with cache.compile_lock():
+                if step.args not in run_key.overloads:
+                    run_key.compile(step.args)
+                try:
+                    if driver_sig not in driver.overloads:
+                        driver.disable_compile(False)
+                        driver.compile(driver_sig)
+                finally:
+                    # called with a step (a dispatcher), the driver must take it as a first-class
+                    # function through the overload above, not compile a copy for that one function
+                    driver.disable_compile(True)
+            # the overload's own entry (the arguments' types are the ones it was compiled for), so
+            # that no call resolves the types of ~100 arrays in Python again
+            fn = partial(driver.overloads[driver_sig].entry_point, _address(run_key, step))
+        self._fns[sig] = fn
+        return fn
 
 
 def _address(fn: Any, sig: Any) -> Any:

@@ -627,9 +627,9 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
     check_nulls: run a quick JVM query for nulls in the key / time / seq columns (when their
         schema allows nulls), so that they are reported before the job starts.
     metrics: a :class:`ScanMetrics` to fill in while the job runs.
-    tier: every task's kernel tier (:class:`colcep.Matcher`): ``"auto"`` or ``"specialised"``
-        compile the pattern's kernel once per executor machine (~35 s of CPU, then Numba's disk
-        cache), worth it for long scans of one pattern.
+    tier: every task's kernel tier (:class:`colcep.Matcher`): ``"auto"`` or ``"compiled"``
+        compile the pattern's step once per executor machine and shape (~10-20 s of CPU, then
+        Numba's disk cache), worth it for long scans.
     progress: a meter of the job that runs the returned DataFrame, from Spark's status tracker
         and ``metrics`` (made when not given): its matching stage's tasks, the rows and matches
         of the finished ones, rows/s (no total: counting the input would be a job of its own).
