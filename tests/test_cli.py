@@ -191,7 +191,6 @@ def test_every_option_has_help():
     assert "--generate" not in scan_help and "--events N" in scan_help
 
 
-@pytest.mark.slow
 def test_warmup_compiles_into_an_empty_cache_once_then_loads(tmp_path):
     """``colcep warmup`` compiles a group's kernels into this machine's cache (here an empty
     folder of its own), in a child process; run again it only loads them."""

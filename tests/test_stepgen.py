@@ -39,7 +39,6 @@ def test_the_corpus_has_cases_of_the_generated_shapes():
     assert {"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst", "skipToLast"} <= skips, skips
 
 
-@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(cases(max_events=18, negations=False))
 def test_random_patterns_through_the_compiled_step(case):
@@ -209,7 +208,6 @@ def test_an_interrupt_stops_the_call_and_leaves_the_state(interpreted, monkeypat
     assert m.kernel_tier == "compiled" and m.snapshot() == before
 
 
-@pytest.mark.slow
 def test_compiled_step_equals_generic_and_shares_its_compile():
     """The step and the driver compiled by Numba: the generic output; a second pattern of the
     shape runs the same compiled step (no other module, no other overload)."""

@@ -208,7 +208,6 @@ def _run(prog, ticks, tier, batch, switch_after=None):
     return pa.concat_tables(parts), tiers
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_auto_runs_generic_until_the_step_is_compiled_then_switches(jit, monkeypatch):
     """"auto": the first batches on the generic kernel while the step compiles in a background
