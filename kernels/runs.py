@@ -105,3 +105,10 @@ def turn_v_arena(W_v, W_vs, v_at, ao, na, need, cap, vw):
         w += 1
     v_at[1] = 1 - v_at[1]
     v_at[0] = w
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def move_run_call(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst):
+    """``move_run`` as a function of its own, compiled once (the generated steps call it at many
+    places: inlined, it would be typed again at each)."""
+    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst)

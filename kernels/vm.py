@@ -247,3 +247,15 @@ def eval_value(code, start, end, consts, row, masks, cols, v, voff, stack):
             pc += 1
     return stack[sp - 1]
 
+
+@njit(cache=True, nogil=True, _nrt=False)
+def v_take_call(v, base, vg_stage, vg_col, stg, cols, row, pos):
+    """``v_take`` as a function of its own, compiled once (the generated steps call it at many
+    places: inlined, it would be typed again at each)."""
+    v_take(v, base, vg_stage, vg_col, stg, cols, row, pos)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def compare_call(k, a, b):
+    """``compare`` as a function of its own, compiled once (as ``v_take_call``)."""
+    return compare(k, a, b)

@@ -413,26 +413,10 @@ from colcep.kernels.park import (PM_NK, emit_woken, look, n_thresholds, park_fit
 from colcep.kernels.conds import next_event
 from colcep.kernels.merge import merge_runs
 from colcep.kernels.runs import deadline, expired, last_time, short_of_room, turn_v_arena
-from colcep.kernels.runs import move_run as _move_run
+from colcep.kernels.runs import move_run_call as move_run
 from colcep.kernels.vm import _agg, eval_program
-from colcep.kernels.vm import compare as _compare
-from colcep.kernels.vm import v_take as _v_take
-
-
-# called at many places of the step: compiled once here, not typed again at every call (inline)
-@njit(cache=True, nogil=True, _nrt=False)
-def v_take(v, base, vg_stage, vg_col, stg, cols, row, pos):
-    _v_take(v, base, vg_stage, vg_col, stg, cols, row, pos)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def compare(k, a, b):
-    return _compare(k, a, b)
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst):
-    _move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, src, dst)
+from colcep.kernels.vm import compare_call as compare
+from colcep.kernels.vm import v_take_call as v_take
 '''
 
 _RUN_KEY = '''
