@@ -9,7 +9,6 @@ Compiling a shape costs ~10-20 s of CPU: the tests here that compile for real us
 of the desk's patterns (``test_stepgen`` compiles it too: the second loads it from the disk
 cache); the others run the generated step as Python (``codegen.JIT`` False)."""
 import hashlib
-import json
 import os
 import subprocess
 import sys

@@ -674,6 +674,11 @@ class Step:
         sig = self.signature(args)
         return self._fns.get(sig) or self.build(sig)
 
+    @property
+    def built(self) -> bool:
+        """Whether a callable was built for some signature."""
+        return bool(self._fns)
+
     def ready(self, args: tuple) -> Callable[..., Any] | None:
         """The callable for ``args`` if built, else None (nothing compiled)."""
         return self._fns.get(self.signature(args))

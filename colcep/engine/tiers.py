@@ -99,4 +99,4 @@ class Tier:
         was never going to compile: False)."""
         if self._thread is not None:
             self._thread.join(timeout)
-        return self._step is not None and bool(self._step._fns) and not self._failed
+        return self._step is not None and self._step.built and not self._failed
