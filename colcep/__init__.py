@@ -10,7 +10,7 @@ from colcep.pattern import Pattern
 from colcep.lang.json_format import PatternJSONError
 from colcep.lang.sase import SaseError, SaseQuery, sase, sase_match
 from colcep.lang.sql import SqlError, sql
-from colcep import triggers
+from colcep.windows import triggers
 from colcep.windows import Count, Global, Session, Sliding, Tumbling, WindowAggregator, aggregate, assign, ohlc
 from colcep.skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 

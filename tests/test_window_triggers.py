@@ -295,8 +295,8 @@ def test_one_compiled_signature_whatever_the_input():
 
 def test_a_snapshot_restores_only_under_its_program():
     from colcep.errors import SnapshotError
-    from colcep.firings import FiringState
-    from colcep.windows import _firing_program
+    from colcep.windows.aggregator import _firing_program
+    from colcep.windows.firings import FiringState
 
     count5 = _firing_program(Tumbling(10), tr.Count(5), None, None, "ms")
     fs = FiringState(count5)

@@ -14,6 +14,7 @@ The modules, one concern each (pyspark is imported lazily: ``import colcep`` nev
 - :mod:`~colcep.spark.parquet`: :func:`match_parquet`, Parquet laid out by key read by the executors,
   and :func:`write_by_key`, which writes that layout (files of whole keys, sorted);
 - :mod:`~colcep.spark.stream`: :func:`match_stream`, Structured Streaming with exactly-once output;
+- :mod:`~colcep.spark.windows`: ``colcep.windows``' assign, aggregate and ohlc of a DataFrame;
 - :mod:`~colcep.spark.window_stream`: :func:`aggregate_stream`, windows that fire by trigger on a stream;
 - :mod:`~colcep.spark.sql`: :func:`sql`, MATCH_RECOGNIZE on Spark DataFrames;
 - :mod:`~colcep.spark.ship`: :func:`ship`, colcep as a zip for executors that lack it.

@@ -24,10 +24,13 @@ import pyarrow as pa
 from colcep.engine.keys import KeyCodes
 from colcep.engine.watermark import time_values
 from colcep.errors import InputError
-from colcep.firings import FiringState
 from colcep.spark.stream import _DELAY_KEY, _WM_COL, _WM_FAR, _from_pandas, _watermark_ms, timer_ms
-from colcep.windows import (WindowSpec, _fired_table, _firing_mode, _firing_program, _firings_given, _gaps,
-                            _parse_aggs, _resolve, _SparkPlan)
+from colcep.spark.windows import _firings_given, _SparkPlan
+from colcep.windows.aggregation import _parse_aggs
+from colcep.windows.aggregator import _fired_table, _firing_mode, _firing_program
+from colcep.windows.assigners import WindowSpec, _resolve
+from colcep.windows.firings import FiringState
+from colcep.windows.layout import _gaps
 
 __all__ = ["aggregate_stream"]
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from colcep.errors import SnapshotError
 from colcep.kernels import triggers as kt
-from colcep.triggers import FiringProgram, check_delta_columns, delta_values
+from colcep.windows.triggers import FiringProgram, check_delta_columns, delta_values
 
 I64_MAX = int(np.iinfo(np.int64).max)
 
