@@ -3,6 +3,7 @@
 #   make test                      set up and run the test suite (TEST_WORKERS=1 for one process)
 #   make example NAME=paper_query3 run one of examples/ (ARGS="--spark --events 100000" passes options)
 #   make dist                      dist/colcep-<version>.zip, to ship colcep to Spark executors (--py-files)
+#   make docs                      the documentation site from docs/ into site/ (strict: a broken link fails it)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -23,7 +24,14 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: $(VENV) is ready (activate it with: source $(VENV)/bin/activate)"
 	touch $@
 
-.PHONY: setup test scan example bench dist clean
+# The docs extra (MkDocs, Material, mkdocstrings) goes into the same venv the first time; strict mode
+# fails the build on a broken link, anchor or API reference. NO_MKDOCS_2_WARNING silences Material's
+# banner about its successor (it is not a warning about this site).
+$(VENV)/.docs-installed: pyproject.toml | $(VENV)/.installed
+	$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY) -e ".[docs]"
+	touch $@
+
+.PHONY: setup test scan example bench dist docs clean
 setup: $(VENV)/.installed
 
 test: $(VENV)/.installed
@@ -43,5 +51,8 @@ bench: $(VENV)/.installed
 dist: $(VENV)/.installed
 	$(PY) -m colcep.spark.ship dist
 
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) out build dist *.egg-info
+	rm -rf $(VENV) out build dist site *.egg-info
