@@ -24,11 +24,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import colcep  # noqa: E402
-from colcep.examples import BENCHMARK_PATTERNS  # noqa: E402
+from colcep.tools.examples import BENCHMARK_PATTERNS  # noqa: E402
 from colcep.expr import col, last  # noqa: E402
 from colcep.pattern import Pattern  # noqa: E402
 from colcep.skip import SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext  # noqa: E402
-from colcep.ticks import make_ticks  # noqa: E402
+from colcep.tools.ticks import make_ticks  # noqa: E402
 from limit_kernels import group_by_key  # noqa: E402
 
 HOUR = "1h"

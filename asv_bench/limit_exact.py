@@ -17,7 +17,7 @@ input last, keys in first-seen order), then, for matches emitted at one row, old
 first, ties by the events' rows compared lexicographically (colcep's rule, Flink's order).
 Within a match events are in stage order, arrival order within a stage.
 
-The loops (constants from ``shared/bench/patterns.json`` / ``colcep.examples``):
+The loops (constants from ``shared/bench/patterns.json`` / ``colcep.tools.examples``):
 
 - P1, arrival order: the vendored ``p1_emit`` (one match per c event, so its order is already
   the emission order), its (n, 3) rows laid out flat.
@@ -54,7 +54,7 @@ from limit import P5_MULT, P5_VOLUME, WITHIN, prepare
 
 BIG = np.int64(2**62)
 
-# the benchmark patterns' constants (shared/bench/patterns.json, colcep.examples)
+# the benchmark patterns' constants (shared/bench/patterns.json, colcep.tools.examples)
 P1_A_VOL = 800.0                      # (as hard-wired in limit_kernels.p1_emit)
 P2_A_VOL, P2_DROP = 900.0, 0.999      # c: price < last(b).price * 0.999
 P3_A_VOL, P3_B_FRAC = 1000.0, 0.8     # b: volume < 0.8 * last(ai).volume

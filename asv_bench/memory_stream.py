@@ -8,7 +8,7 @@ partial matches, not the length of the stream.
     python asv_bench/memory_stream.py --pattern P1 --events 1000000 --every 5 --json out.json
 
 The ticks continue one stream across batches (per-symbol random walks carried over, time
-strictly continuing, about 2 ms apart, volume log-normal: the model of colcep.ticks), made
+strictly continuing, about 2 ms apart, volume log-normal: the model of colcep.tools.ticks), made
 batch by batch so 10^8 events never sit in memory at once.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import colcep  # noqa: E402
 
 
 class TickStream:
-    """Endless ticks in batches: (id, name, ts, price, volume) as colcep.ticks.make_ticks makes them,
+    """Endless ticks in batches: (id, name, ts, price, volume) as colcep.tools.ticks.make_ticks makes them,
     with each symbol's random walk and the clock carried from one batch to the next."""
 
     def __init__(self, symbols: int = 100, seed: int = 7):

@@ -18,7 +18,7 @@ import colcep  # noqa: E402
 import limit  # noqa: E402
 from benchmarks.bench_sweeps import WINDOWS, _count, run  # noqa: E402
 from benchmarks.common import LIMIT_PATTERNS, warm_up  # noqa: E402
-from colcep.ticks import make_ticks  # noqa: E402
+from colcep.tools.ticks import make_ticks  # noqa: E402
 
 
 def cpu(fn, rounds: int):

@@ -8,7 +8,7 @@ their ratio, the issue's target, the number of matches and colcep's peak memory.
     python asv_bench/table.py --compile --stream 1e6       # also compile times and a memory stream
 
 Each pattern runs in its own child process (so a slow one can be stopped at ``--timeout`` and
-peak memory is per pattern) on the same Parquet file, written once by colcep.ticks.make_ticks.
+peak memory is per pattern) on the same Parquet file, written once by colcep.tools.ticks.make_ticks.
 Timings are the best of ``--repeat`` runs after JIT warm-up. A colcep scan is one Matcher
 (``process`` + ``close``) materialising every match; the yardstick goes from the same Arrow
 table to match rows (key encoding and grouping by key included); "loop only" times its loop
@@ -86,7 +86,7 @@ def patterns_table(events: int, symbols: int, seed: int, patterns: list[str], re
                    budget: float) -> tuple[str, list[dict]]:
     from benchmarks.common import RATIO_TARGET, TARGETS
 
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     import pyarrow.parquet as pq
 
     rows, results = [], []

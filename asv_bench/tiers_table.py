@@ -31,7 +31,7 @@ CONFIGS = [("generic", 1), ("compiled", 1), ("generic", 2), ("compiled", 2)]
 def measure(events: int, symbols: int, patterns: list[str], rounds: int, threads: int) -> list[dict]:
     import limit
     from benchmarks.common import LIMIT_PATTERNS as PATTERNS, scan, warm_up
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
 
     configs = [(t, n if n == 1 else threads) for t, n in CONFIGS]
     table = make_ticks(events, symbols, 7)

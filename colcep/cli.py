@@ -47,8 +47,8 @@ from colcep import cache
 from colcep.cache import kernels_cold
 from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
-from colcep.summary import Summary, unique_match_ids
-from colcep.examples import EXAMPLES, get_example
+from colcep.tools.summary import Summary, unique_match_ids
+from colcep.tools.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
 from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
 from colcep.progress import duration as _duration
@@ -395,7 +395,7 @@ def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
     if importlib.util.find_spec("matplotlib") is None:
         rep.step("no picture: matplotlib is not installed (pip install 'colcep[plot]')")
         return None
-    from colcep.plot import plot_scan, scan_picture_path
+    from colcep.tools.plot import plot_scan, scan_picture_path
 
     png = scan_picture_path(out_dir)
     rep.step(f"drawing the matches -> {png} ...")
@@ -411,7 +411,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
                      rep: Reporter) -> tuple[int, str, dict, str | None]:
     import pyarrow.parquet as pq
 
-    from colcep.file_scan import STAGES, parquet_batches, scan_batches
+    from colcep.tools.file_scan import STAGES, parquet_batches, scan_batches
     from colcep.spark.batch import Streams
     from colcep.spark import DEFAULT_BATCH_ROWS
 
@@ -641,12 +641,12 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
 # ============================================================================ argument parsing
 def _load_patterns(spec: str) -> tuple[dict[str, Pattern], str, dict[str, Any]]:
     """``--pattern``: one pattern (a built-in name or a Python file), several separated by
-    commas, ``desk`` (twenty tick signals, ``colcep.examples.desk_patterns``) or a JSON file of
+    commas, ``desk`` (twenty tick signals, ``colcep.tools.examples.desk_patterns``) or a JSON file of
     pattern documents (an object of name -> pattern, or a list of them, each named by a ``"name"``
     beside its fields, else by the file and its place). Returns the patterns by name,
     a description and the defaults they declare (output columns: those of all of them)."""
     if spec == "desk":
-        from colcep.examples import desk_patterns
+        from colcep.tools.examples import desk_patterns
 
         return desk_patterns(), "twenty tick signals: the five benchmark families, four variants each", \
             {"key": "name", "time": "ts", "columns": ["price", "volume"]}
@@ -824,7 +824,7 @@ def _write_ticks_atomic(path: Path, events: int, symbols: int, seed: int, by_key
                         buckets: int | None = None) -> Path:
     """``write_ticks`` to a hidden name beside ``path``, renamed at the end (an interrupted
     run leaves no half file that a later scan would reuse)."""
-    from colcep.ticks import write_ticks
+    from colcep.tools.ticks import write_ticks
 
     tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
     try:
@@ -881,7 +881,7 @@ def _cmd_scan(a: argparse.Namespace) -> int:
 
 
 def _cmd_plot(a: argparse.Namespace) -> int:
-    from colcep.plot import plot_key, plot_scan, scan_picture_path
+    from colcep.tools.plot import plot_key, plot_scan, scan_picture_path
 
     folder = Path(a.matches)
     if not folder.is_dir():
@@ -926,13 +926,14 @@ def _cmd_patterns(a: argparse.Namespace) -> int:
     w = max(len(k) for k in EXAMPLES)
     for name, ex in EXAMPLES.items():
         print(f"{name:<{w}}  {ex.description}")
-    print(f"{'desk':<{w}}  twenty tick signals in one pass (P1-P5, four variants each; colcep.examples.desk_patterns)")
+    print(f"{'desk':<{w}}  twenty tick signals in one pass (P1-P5, four variants each; "
+          "colcep.tools.examples.desk_patterns)")
     return 0
 
 
 def _cmd_warmup(a: argparse.Namespace) -> int:
     from colcep import cache
-    from colcep.warmup import warmup
+    from colcep.tools.warmup import warmup
 
     if a.processes is not None and a.processes < 1:
         raise InputError(f"--processes must be at least 1, got {a.processes}")

@@ -13,8 +13,8 @@ import pyarrow as pa
 
 import colcep
 from colcep.cli import format_matches
-from colcep.summary import summarize
-from colcep.ticks import make_ticks
+from colcep.tools.summary import summarize
+from colcep.tools.ticks import make_ticks
 
 
 def run(pattern: colcep.Pattern, doc: str, columns: Sequence[str], argv: Sequence[str] | None = None, *,

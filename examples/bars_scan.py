@@ -2,7 +2,7 @@
 
     python examples/bars_scan.py [--events 400000] [--symbols 20] [--stretch 50] [--spike 1.8]
 
-Ticks come from ``colcep.ticks.make_ticks`` (the benchmark generator: a busy feed, about 2 ms
+Ticks come from ``colcep.tools.ticks.make_ticks`` (the benchmark generator: a busy feed, about 2 ms
 apart), with time stretched ``--stretch`` times so that a few hundred ticks make hours of
 minute bars. Bars come from ``colcep.windows.ohlc`` (Flink's tumbling event-time windows, one
 per symbol and minute) and feed ``colcep.match`` directly: the bar table is keyed by ``name``
@@ -16,7 +16,7 @@ import time
 import pyarrow.compute as pc
 
 from colcep import Pattern, SkipPastLastEvent, avg, col, last, match
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 from colcep.windows import Tumbling, ohlc
 
 

@@ -2,7 +2,7 @@
 
     python examples/live_vwap.py [--events 400000] [--symbols 20] [--stretch 50] [--late 0.01] [--batch 500]
 
-Ticks come from ``colcep.ticks.make_ticks`` (time stretched ``--stretch`` times, so the feed spans
+Ticks come from ``colcep.tools.ticks.make_ticks`` (time stretched ``--stretch`` times, so the feed spans
 hours), a fraction ``--late`` of them arriving up to four minutes after their time. They stream
 through ``WindowAggregator`` in batches of ``--batch`` rows, as a live feed would: Flink's
 tumbling one-hour windows with a ``ContinuousEventTimeTrigger`` of one minute and five minutes of
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep import triggers as tr
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 from colcep.windows import Tumbling, WindowAggregator
 
 

@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     import colcep
-    from colcep.examples import get_example
+    from colcep.tools.examples import get_example
     from colcep.spark import ScanMetrics, local_session, match, match_parquet
-    from colcep.ticks import write_ticks
+    from colcep.tools.ticks import write_ticks
 
     ex = get_example(a.pattern)
     work = Path(a.dir or tempfile.mkdtemp(prefix="colcep-bench-"))

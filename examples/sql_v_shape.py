@@ -14,7 +14,7 @@ import sys
 import time
 
 import colcep
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 
 QUERY = """
 SELECT * FROM ticks MATCH_RECOGNIZE (

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from colcep.examples import get_example
-from colcep.ticks import make_ticks
+from colcep.tools.examples import get_example
+from colcep.tools.ticks import make_ticks
 
 SCHEMA = "id long, name string, ts timestamp, price double, volume double"
 

@@ -18,7 +18,7 @@ from colcep import col, first, last
 from colcep.engine import codec
 from colcep.errors import ColcepError, SnapshotError
 from colcep.skip import SkipPastLastEvent
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 
 N_ROWS = 3_000
 SPLIT = 1_800

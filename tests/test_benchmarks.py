@@ -23,8 +23,8 @@ ASV_BENCH = Path(__file__).resolve().parents[1] / "asv_bench"
 sys.path.insert(0, str(ASV_BENCH))
 
 import colcep  # noqa: E402
-from colcep.examples import BENCHMARK_PATTERNS  # noqa: E402
-from colcep.ticks import make_ticks  # noqa: E402
+from colcep.tools.examples import BENCHMARK_PATTERNS  # noqa: E402
+from colcep.tools.ticks import make_ticks  # noqa: E402
 
 import yardstick  # noqa: E402
 

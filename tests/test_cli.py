@@ -15,9 +15,9 @@ import pytest
 
 import colcep
 from colcep.cli import main
-from colcep.summary import summarize
-from colcep.examples import get_example
-from colcep.ticks import make_ticks, write_ticks
+from colcep.tools.summary import summarize
+from colcep.tools.examples import get_example
+from colcep.tools.ticks import make_ticks, write_ticks
 
 
 def canon(tbl: pa.Table, key: str = "name") -> Counter:
@@ -206,7 +206,7 @@ def test_warmup_compiles_into_an_empty_cache_once_then_loads(tmp_path):
 
 
 def test_warmup_errors(capsys):
-    from colcep.warmup import GROUPS, warmup
+    from colcep.tools.warmup import GROUPS, warmup
 
     assert list(GROUPS) == ["cep", "sql", "windows"]
     assert main(["warmup", "--groups", "cep,nfa"]) == 2
@@ -395,7 +395,7 @@ def test_benchmark_patterns_match_patterns_json(name):
 
     from conformance import case_pattern
 
-    from colcep.examples import benchmark_pattern
+    from colcep.tools.examples import benchmark_pattern
 
     path = Path(__file__).resolve().parent / "data" / "bench_patterns.json"  # copy of shared/bench/patterns.json
     case = next(c for c in _json.loads(path.read_text()) if c["id"].startswith(name + "_"))
@@ -456,7 +456,7 @@ def test_scan_several_patterns_in_one_pass(tmp_path, capsys):
     assert main(["scan", str(data), "--pattern", "desk", "--in-process", "--no-plot", "--out",
                  str(tmp_path / "desk")]) == 0
     desk = read_out(tmp_path / "desk")
-    from colcep.examples import desk_patterns
+    from colcep.tools.examples import desk_patterns
 
     pats = desk_patterns()
     assert set(desk.column("pattern").to_pylist()) <= set(pats) and len(set(desk.column("pattern").to_pylist())) > 10
@@ -480,7 +480,7 @@ def test_scan_several_patterns_errors(tmp_path, capsys):
     assert "names a pattern twice" in capsys.readouterr().err
     assert main(["scan", str(data), "--pattern", "p1,nope", "--in-process", "--out", str(tmp_path / "m")]) == 2
     assert "unknown example pattern 'nope'" in capsys.readouterr().err
-    from colcep.examples import desk_patterns
+    from colcep.tools.examples import desk_patterns
 
     one = json.loads(desk_patterns()["P1_v700_w5s"].to_json())
     (tmp_path / "dup.json").write_text(json.dumps([dict(one, name="x"), dict(one, name="x")]))

@@ -38,7 +38,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 
 import colcep
-from colcep.examples import get_example
+from colcep.tools.examples import get_example
 from colcep.spark import ScanMetrics, default_partitions, executor_report, match, ship
 
 master, zip_path, data, out, java_options = sys.argv[1:6]
@@ -209,7 +209,7 @@ def _run_app(tmp: Path, url: str, py: str, zip_path: str, data: str, name: str) 
 
 def test_match_on_standalone_cluster_with_shipped_zip(cluster, executor_python, tmp_path):
     from colcep.spark.ship import build_zip, zip_name
-    from colcep.ticks import write_ticks
+    from colcep.tools.ticks import write_ticks
 
     url, work = cluster
     zip_path = build_zip(tmp_path / "dist")  # what make dist writes

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import colcep.examples as builtin
-from colcep.ticks import make_ticks
+import colcep.tools.examples as builtin
+from colcep.tools.ticks import make_ticks
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["--events", "20000", "--symbols", "20", "--show", "1"]

@@ -1,5 +1,5 @@
 """Input ordered for matching: the streaming check, the linear-time order, and the file scan
-that streams input in order and orders the rest (``colcep.file_scan``, ``colcep.engine.ordering``)."""
+that streams input in order and orders the rest (``colcep.tools.file_scan``, ``colcep.engine.ordering``)."""
 from collections import Counter
 
 import numpy as np
@@ -12,7 +12,7 @@ import colcep as cc
 from colcep import col, last
 from colcep.engine.ordering import StreamOrder, key_time_order
 from colcep.errors import InputError
-from colcep.file_scan import parquet_batches, scan_batches
+from colcep.tools.file_scan import parquet_batches, scan_batches
 from colcep.kernels import arrays as karr
 from colcep.spark import arrow_spec
 

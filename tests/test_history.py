@@ -463,7 +463,7 @@ def _canon(t):
 def test_keyed_stream_one_spark_task_equals_in_process():
     import pyarrow.compute as pc
     from colcep.spark import KeyedStream, arrow_spec
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     ticks = make_ticks(20000, 7, 3)
     want = cc.match(ticks, TICK_HISTORY, key="name", time="ts", columns=["price"])
     assert want.num_rows > 50
@@ -481,7 +481,7 @@ def test_keyed_stream_one_spark_task_equals_in_process():
 @pytest.mark.spark
 def test_spark_equals_in_process(spark):
     from colcep.spark import match
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     ticks = make_ticks(20000, 7, 3)
     want = cc.match(ticks, TICK_HISTORY, key="name", time="ts", columns=["price"])
     spark.conf.set(BATCH_ROWS, "999")  # a key's history carried across Arrow batches (put back after the test)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import colcep as cc
-from colcep import examples as ex
+from colcep.tools import examples as ex
 from colcep.engine.compiler import compile_pattern
 from colcep.engine.conditions import lower
 from colcep.kernels import buffer as kb

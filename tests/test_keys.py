@@ -298,8 +298,8 @@ def test_dictionary_key_numbered_as_its_string_values():
     (rows, order, match ids), in processing and in event time."""
     import numpy as np
 
-    from colcep.examples import BENCHMARK_PATTERNS
-    from colcep.ticks import make_ticks
+    from colcep.tools.examples import BENCHMARK_PATTERNS
+    from colcep.tools.ticks import make_ticks
 
     t = make_ticks(4000, 6, 3)
     words = ["ZZZ", "S0005", "unused", "S0003", "S0001", "S0000", "S0004", "S0002", "also unused"]

@@ -10,7 +10,7 @@ import colcep
 TOP = Path(colcep.__file__).parent
 
 # a layer may import from itself and the layers after it in this list, never from one before it
-LAYERS = ["colcep.cli", "colcep.spark", "colcep.lang", "colcep.windows", "colcep.engine", "colcep.kernels"]
+LAYERS = ["colcep.cli", "colcep.tools", "colcep.spark", "colcep.lang", "colcep.windows", "colcep.engine", "colcep.kernels"]
 # the upward calls there are: an entry point handed a Spark DataFrame runs it on Spark (colcep.sql
 # from the SQL package's entry, whose parser and runner modules colcep.spark.sql imports;
 # SaseQuery.match; colcep.windows' assign, aggregate and ohlc), imported inside the call that needs it

@@ -1,6 +1,6 @@
 """The contract-exact limit loops (asv_bench/limit_exact.py) give exactly colcep's matches: the
 same matches in the same order (match_id), every event of each with its row and stage, in
-stage order. Ticks from colcep.ticks (the benchmark generator), symbols interleaved at random."""
+stage order. Ticks from colcep.tools.ticks (the benchmark generator), symbols interleaved at random."""
 from __future__ import annotations
 
 import sys
@@ -15,8 +15,8 @@ ASV_BENCH = Path(__file__).resolve().parents[1] / "asv_bench"
 sys.path.insert(0, str(ASV_BENCH))
 
 import colcep  # noqa: E402
-from colcep.examples import benchmark_pattern  # noqa: E402
-from colcep.ticks import make_ticks  # noqa: E402
+from colcep.tools.examples import benchmark_pattern  # noqa: E402
+from colcep.tools.ticks import make_ticks  # noqa: E402
 
 import limit_exact  # noqa: E402
 

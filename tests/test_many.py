@@ -11,8 +11,8 @@ import pytest
 import colcep as cc
 from colcep import col
 from colcep.errors import CapacityError, InputError
-from colcep.examples import BENCHMARK_PATTERNS, desk_patterns
-from colcep.ticks import make_ticks
+from colcep.tools.examples import BENCHMARK_PATTERNS, desk_patterns
+from colcep.tools.ticks import make_ticks
 from conformance import CORPUS, case_pattern, case_table, compiles, load_cases, run_table
 
 CASES = [c for c in load_cases([CORPUS]) if compiles(c)]

@@ -171,9 +171,9 @@ def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, n
     """A batch runs as kernel calls over chunks of rows appending to pooled output arrays;
     tiny chunks (keys' runs carried from call to call) and a pool dropped after every batch
     give the same table as one call."""
-    from colcep import examples
+    from colcep.tools import examples
     from colcep.engine import matcher
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
 
     pattern = examples.get_example(name).pattern
     t = make_ticks(3000, symbols=7, seed=11)

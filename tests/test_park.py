@@ -259,7 +259,7 @@ SKIPS = {"none": NoSkip(), "next": SkipToNext(), "past": SkipPastLastEvent(), "f
 
 
 def _ticks(n, keys, seed):
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     return make_ticks(n, keys, seed)
 
 

@@ -251,7 +251,7 @@ def test_corpus_patterns_load_as_they_are(corpus_dir):
 
 
 def test_matches_agree_with_the_builder():
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     ticks = make_ticks(3000, symbols=5, seed=3)
     p = (cc.Pattern.begin("a").where(cc.col("volume") > 1000)
          .followed_by("b").where((cc.col("price") > cc.last("price", of="a")) & ~cc.col("volume").is_null())

@@ -1,4 +1,4 @@
-"""Pictures (colcep.plot and ``colcep plot``): the files are written and they show what was
+"""Pictures (colcep.tools.plot and ``colcep plot``): the files are written and they show what was
 found: one marked point per matched event, by stage; bars that add up to the matches; the top
 keys with their counts. No pixel comparisons."""
 from collections import Counter
@@ -11,10 +11,10 @@ from matplotlib.collections import LineCollection, PathCollection
 
 import colcep
 from colcep.cli import main
-from colcep.summary import summarize
-from colcep.examples import get_example
-from colcep.plot import plot_key, plot_overview, plot_scan
-from colcep.ticks import make_ticks, write_ticks
+from colcep.tools.summary import summarize
+from colcep.tools.examples import get_example
+from colcep.tools.plot import plot_key, plot_overview, plot_scan
+from colcep.tools.ticks import make_ticks, write_ticks
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -17,7 +17,7 @@ from colcep import progress as prog
 from colcep.engine import interrupt
 from colcep.engine import matcher as cm
 from colcep.engine import shards as shd
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 from interrupts import RUNAWAY
 
 P = (cc.Pattern.begin("a").where(col("volume") > 1000)

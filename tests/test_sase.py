@@ -67,7 +67,7 @@ def supply_chain(n=70, seed=2) -> pa.Table:
 
 
 def stock(n=1500, seed=3) -> pa.Table:
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     t = make_ticks(n, symbols=4, seed=seed)
     return t.rename_columns(["symbol" if c == "name" else c for c in t.column_names])
 

@@ -17,9 +17,9 @@ import pytest
 
 import colcep
 from colcep import InputError, PatternError, col
-from colcep.examples import P1, P2, get_example
+from colcep.tools.examples import P1, P2, get_example
 from colcep.spark import ID_BITS, KeyedStream, arrow_spec
-from colcep.ticks import make_ticks, write_ticks
+from colcep.tools.ticks import make_ticks, write_ticks
 from spark_settings import BATCH_ROWS, JAVA_OPTIONS, spark_settings
 
 
@@ -525,7 +525,7 @@ def test_pandas_is_one_pyspark_supports_and_no_warning_is_hidden(spark, ticks_df
 def test_spark_match_many_is_each_patterns_own_job(spark, ticks, ticks_df):
     """Several patterns in one job: each pattern's rows are exactly what ``match`` gives it
     alone (match ids included), with one shuffle of the input."""
-    from colcep.examples import BENCHMARK_PATTERNS
+    from colcep.tools.examples import BENCHMARK_PATTERNS
     from colcep.spark import ScanMetrics, match, match_many
 
     set_batch(spark, 700)

@@ -29,9 +29,9 @@ import pytest
 
 import colcep
 from colcep import CapacityError, col
-from colcep.examples import get_example
+from colcep.tools.examples import get_example
 from colcep.spark.stream import KeyState, step, stream_spec, timer_ms
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 from spark_settings import JAVA_OPTIONS
 
 BASE_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds

@@ -261,7 +261,7 @@ def test_define_applies_to_every_occurrence_of_a_variable_in_alternatives():
 
 
 def random_ticks(n=3000, seed=5):
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
     t = make_ticks(n, symbols=4, seed=seed)
     return pa.table({"symbol": t.column("name"), "rowtime": t.column("ts"), "price": t.column("price"),
                      "volume": t.column("volume")})
@@ -553,7 +553,7 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
     ("", "", "UP{2,} DOWN"), ("PARTITION BY name", "ALL ROWS PER MATCH", "PERMUTE(UP{2,}?, DOWN) | UP DOWN{2}")])
 def test_spark_equals_in_process(partition, rows, pattern, spark):
     from colcep.spark.sql import sql as spark_sql
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
 
     ticks = make_ticks(20_000 if partition else 3_000, symbols=10 if partition else 1, seed=4)
     q = SPARK_QUERY.format(partition=partition, rows=rows, pattern=pattern)

@@ -299,7 +299,7 @@ SPARK_QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
     ("", "ALL ROWS PER MATCH WITH UNMATCHED ROWS", "PAST LAST ROW", "UP{2,} DOWN*")])
 def test_spark_equals_in_process(partition, rows, skip, pattern, spark):
     from colcep.spark.sql import sql as spark_sql
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
 
     ticks = make_ticks(20_000 if partition else 2_000, symbols=10 if partition else 1, seed=4)
     q = SPARK_QUERY.format(partition=partition, rows=rows, skip=skip, pattern=pattern)

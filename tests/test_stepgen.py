@@ -15,8 +15,8 @@ from colcep import col, last
 from colcep.engine import codegen, interrupt, stepgen
 from colcep.kernels.buffer import JOIN
 from colcep.errors import CapacityError
-from colcep.examples import benchmark_pattern, desk_patterns
-from colcep.ticks import make_ticks
+from colcep.tools.examples import benchmark_pattern, desk_patterns
+from colcep.tools.ticks import make_ticks
 from conformance import CORPUS, case_pattern, compiles, load_cases, tiers_agree
 from randcase import cases, examples
 

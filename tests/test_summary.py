@@ -1,4 +1,4 @@
-"""The scan summary counted as the output goes by (``colcep.summary``), against counts made
+"""The scan summary counted as the output goes by (``colcep.tools.summary``), against counts made
 over the whole table with Arrow's distinct counts."""
 from collections import Counter
 
@@ -7,9 +7,9 @@ import pyarrow.compute as pc
 import pytest
 
 import colcep as cc
-from colcep.examples import BENCHMARK_PATTERNS, get_example
-from colcep.summary import Summary, summarize
-from colcep.ticks import make_ticks
+from colcep.tools.examples import BENCHMARK_PATTERNS, get_example
+from colcep.tools.summary import Summary, summarize
+from colcep.tools.ticks import make_ticks
 
 
 def reference(m: pa.Table, key: str, top: int, time: str) -> dict:
@@ -95,7 +95,7 @@ def test_a_column_named_pattern_is_a_column_of_one_pattern_and_timeouts_count_ze
 
 def test_unique_match_ids_across_patterns():
     from colcep.cli import format_matches
-    from colcep.summary import unique_match_ids
+    from colcep.tools.summary import unique_match_ids
 
     t = make_ticks(8000, 10, 2)
     out = cc.match_many(t, {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"]}, key="name", time="ts",

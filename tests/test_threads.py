@@ -14,8 +14,8 @@ import colcep as cc
 from colcep import col, last
 from colcep.engine import shards as shd
 from colcep.engine import matcher as cm
-from colcep.examples import BENCHMARK_PATTERNS
-from colcep.ticks import make_ticks
+from colcep.tools.examples import BENCHMARK_PATTERNS
+from colcep.tools.ticks import make_ticks
 from conformance import case_pattern, case_table, compiles, feed
 from interrupts import assert_ctrl_c_stops_cleanly
 from randcase import cases

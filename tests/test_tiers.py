@@ -23,14 +23,14 @@ import colcep as cc
 from colcep import cache
 from colcep.engine import codegen, stepgen
 from colcep.errors import ColcepWarning, InputError
-from colcep.examples import BENCHMARK_PATTERNS, P2, desk_patterns
+from colcep.tools.examples import BENCHMARK_PATTERNS, P2, desk_patterns
 from colcep import expr as E
 from colcep.expr import avg, col, count, first, last
 from colcep.kernels import conds as kconds
 from colcep.kernels.vm import STACK, _agg, compare, eval_program
 from colcep.pattern import Pattern
 from colcep.skip import SkipPastLastEvent
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 
 import conformance as conf
 from interrupts import assert_ctrl_c_stops_cleanly
@@ -225,9 +225,9 @@ def test_a_new_process_loads_the_step_from_the_disk_cache():
     _run(cc.compile(P1_SHAPE), ticks, "compiled", 3000)  # compiled (or loaded) here
     script = """
 import colcep as cc
-from colcep.examples import desk_patterns
+from colcep.tools.examples import desk_patterns
 from colcep.kernels import nfa
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 m = cc.Matcher(desk_patterns()["P1_v700_w5s"], key="name", time="ts", tier="compiled")
 m.process(make_ticks(3000, symbols=4))
 rk = m._tier._step.mod.run_key

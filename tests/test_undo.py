@@ -16,7 +16,7 @@ from colcep.engine import shards as shd
 from colcep.kernels import buffer as kb
 from colcep.engine import program as cprog
 from colcep.kernels import park as kp
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 from conformance import case_pattern, case_table, compiles, feed
 from randcase import cases
 

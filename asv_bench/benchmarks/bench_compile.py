@@ -19,8 +19,8 @@ CHILD = {
 import json, time
 t0 = time.perf_counter()
 import colcep
-from colcep.examples import BENCHMARK_PATTERNS
-from colcep.ticks import make_ticks
+from colcep.tools.examples import BENCHMARK_PATTERNS
+from colcep.tools.ticks import make_ticks
 t1 = time.perf_counter()
 ticks = make_ticks(2000, 10, 7)
 first = {}
@@ -37,7 +37,7 @@ import json, sys, time
 sys.path.insert(0, %r)
 t0 = time.perf_counter()
 import yardstick
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 t1 = time.perf_counter()
 ticks = make_ticks(2000, 10, 7)
 first = {}

@@ -1,10 +1,10 @@
 """A desk's day (issue 24): several patterns in one pass, and a file scanned as it is read.
 
-- ``ManyPatterns``: N = 1, 5, 20 of the desk's signals (``colcep.examples.desk_patterns``: the
+- ``ManyPatterns``: N = 1, 5, 20 of the desk's signals (``colcep.tools.examples.desk_patterns``: the
   P1-P5 families, four variants each) over 10^6 ticks of 5,000 symbols, in one pass
   (``colcep.match_many``) and as N ``colcep.match`` calls; ``track_one_pass_over_separate``: the
   time of the one pass over the separate calls (the issue's target: <= 0.5).
-- ``FileScan``: ``colcep scan FILE --in-process``'s path (``colcep.file_scan.scan_batches``) over a
+- ``FileScan``: ``colcep scan FILE --in-process``'s path (``colcep.tools.file_scan.scan_batches``) over a
   Parquet file of ticks in arrival order, one pattern and the twenty: the seconds of each stage
   (reading, ordering, matching, writing) and the peak memory.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 import colcep as cc
-from colcep.examples import desk_patterns, get_example
-from colcep.file_scan import STAGES, parquet_batches, scan_batches
+from colcep.tools.examples import desk_patterns, get_example
+from colcep.tools.file_scan import STAGES, parquet_batches, scan_batches
 from colcep.spark import arrow_spec
 from colcep.spark.batch import Streams
 

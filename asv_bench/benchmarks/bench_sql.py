@@ -1,6 +1,6 @@
 """SQL MATCH_RECOGNIZE: the SQL forms of P1-P3 in the standard mode (SQL:2016 preferment, its own
 kernel) and in the CEP-style mode (Flink SQL's matching, lowered to a colcep Pattern), on the
-same synthetic ticks (``colcep.ticks.make_ticks``: 10^6 ticks, 100 symbols, seed 7).
+same synthetic ticks (``colcep.tools.ticks.make_ticks``: 10^6 ticks, 100 symbols, seed 7).
 
 SQL rows of a match are contiguous, so P2 and P3 are their strict forms (``A B+ C``), and a
 running SUM in SQL includes the row being tested (P3's average of the earlier rows is written
@@ -9,7 +9,7 @@ out). Run against the installed package: ``asv run --python=same --bench bench_s
 import time
 
 import colcep
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 
 EVENTS, SYMBOLS, SEED = 1_000_000, 100, 7
 

@@ -1,5 +1,5 @@
 """Window assignment and windowed aggregation (colcep.windows) next to pyarrow's and pandas'
-own grouping / resampling, on the same synthetic ticks (``colcep.ticks.make_ticks``, the
+own grouping / resampling, on the same synthetic ticks (``colcep.tools.ticks.make_ticks``, the
 algorithm of shared/bench/gen_ticks.py: 10^6 ticks, 100 symbols, about 2 ms apart).
 
 Run against the installed package: ``asv run --python=same --bench bench_windows``.
@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 from colcep.windows import Count, Session, Sliding, Tumbling, aggregate, assign, ohlc
 
 EVENTS, SYMBOLS, SEED = 1_000_000, 100, 7

@@ -8,7 +8,7 @@ Sizes come from the environment so one suite serves CI, a laptop and the big han
   (default 10^5, 10^6, 10^7 events over 100 and 5,000 symbols).
 
 The tick data is made once per ``asv run`` by ``setup_cache`` (``make_data``) with
-``colcep.ticks.make_ticks`` (the algorithm of ``shared/bench/gen_ticks.py``, seed 7) and kept as
+``colcep.tools.ticks.make_ticks`` (the algorithm of ``shared/bench/gen_ticks.py``, seed 7) and kept as
 Parquet files in asv's cache directory; each benchmark's ``setup`` reads the one it needs.
 """
 from __future__ import annotations
@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 
 import colcep
 from colcep.engine import codegen
-from colcep.examples import BENCHMARK_PATTERNS
+from colcep.tools.examples import BENCHMARK_PATTERNS
 from colcep.engine.program import CompiledPattern
 from colcep.expr import col, first, last
 from colcep.pattern import Pattern
-from colcep.ticks import make_ticks
+from colcep.tools.ticks import make_ticks
 
 ASV_BENCH = Path(__file__).resolve().parents[1]
 if str(ASV_BENCH) not in sys.path:
@@ -55,7 +55,7 @@ SYMBOLS = _ints("COLCEP_BENCH_SYMBOLS", [100, 5000])
 REF_EVENTS = QUICK_EVENTS if QUICK else _ints("COLCEP_BENCH_REF_EVENTS", [10**6])[0]
 REF_SYMBOLS = 100
 
-#: the benchmark patterns of shared/bench/patterns.json, as translated in colcep.examples: P1-P4
+#: the benchmark patterns of shared/bench/patterns.json, as translated in colcep.tools.examples: P1-P4
 #: (the grid, the yardstick loops, the targets) and with P5 (many live partial matches) the tiers
 #: against the limit kernels and the sweeps
 PATTERNS: dict[str, Pattern] = {k: p for k, p in BENCHMARK_PATTERNS.items() if k in yardstick.KERNELS}

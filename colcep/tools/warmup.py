@@ -20,14 +20,14 @@ __all__ = ["GROUPS", "warmup", "warm_group"]
 
 
 def _ticks():
-    from colcep.ticks import make_ticks
+    from colcep.tools.ticks import make_ticks
 
     return make_ticks(3000, 4, 1)
 
 
 def _cep() -> None:
     import colcep as cc
-    from colcep.examples import BENCHMARK_PATTERNS
+    from colcep.tools.examples import BENCHMARK_PATTERNS
     from colcep.expr import col, prev
 
     t = _ticks()

@@ -1,6 +1,6 @@
-"""Built-in named patterns over tick data (``colcep.ticks``: name, ts, price, volume).
+"""Built-in named patterns over tick data (``colcep.tools.ticks``: name, ts, price, volume).
 
-    from colcep.examples import EXAMPLES, get_example, benchmark_pattern, P3
+    from colcep.tools.examples import EXAMPLES, get_example, benchmark_pattern, P3
     ex = get_example("paper_query3")          # Example(name, pattern, key, time, columns, ...)
     colcep.match(ticks, ex.pattern, key=ex.key, time=ex.time, columns=ex.columns)
 

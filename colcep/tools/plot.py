@@ -1,6 +1,6 @@
 """Pictures of what a scan found (PNG, with matplotlib: ``pip install colcep[plot]``).
 
-    from colcep.plot import plot_key, plot_overview, plot_scan
+    from colcep.tools.plot import plot_key, plot_overview, plot_scan
     fig = plot_key(ticks, out, "S0008", key="name", time="ts", column="price")   # one key, matches marked
     fig.savefig("S0008.png")
     plot_overview(out, key="name", time="ts", out="overview.png")               # a whole scan
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.engine.matcher import as_table
-from colcep.summary import unique_match_ids
+from colcep.tools.summary import unique_match_ids
 
 __all__ = ["plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
 
@@ -40,7 +40,7 @@ def _figure(width: float, height: float):
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise ImportError("colcep.plot needs matplotlib: pip install 'colcep[plot]'") from exc
+        raise ImportError("colcep.tools.plot needs matplotlib: pip install 'colcep[plot]'") from exc
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
