@@ -712,29 +712,42 @@ def any_expired(P, k, t, window):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def may_expire(P, k, t, window):
-    """A first look, at an event: whether a top of key ``k``'s start queue or heap is stale or
-    its window has passed (then ``any_expired`` tells)."""
-    P_sts, P_seq, AS, AQ, SEG = P[P_STS], P[P_SEQ], P[A_SLOT], P[A_SEQ], P[P_SEG]
-    for c in _starts(SEG):
-        if SEG[k, c + 1] > 0:
-            top = SEG[k, c]
-            if P_seq[AS[top]] != AQ[top] or expired(t, P_sts[AS[top]], window):
-                return True
-    return False
+def first_look(AK, SEG, P_sts, P_seq, AS, AQ, k, n_pk, pk_col, pk_op, row, cols, t, window):
+    """``look``'s first look at key ``k``'s heap tops, reading only them: 1 where event ``row``
+    crosses a threshold heap's top (a stale top only makes it pessimistic), plus 2 where a top of
+    its start queue or heap is stale or its window has passed at ``t``. (Inlined where it is
+    called, with the few arrays it reads: the generated steps type it at less cost than ``look``,
+    whose rare second half, ``then_look``, is compiled once.)"""
+    out = 0
+    for i in range(n_pk):
+        if SEG[k, 3 * i + 1] > 0 and crosses(pk_op[i], cols[pk_col[i], row], AK[SEG[k, 3 * i]]):
+            out = 1
+            break
+    if window > 0:
+        for c in _starts(SEG):
+            if SEG[k, c + 1] > 0:
+                top = SEG[k, c]
+                if P_seq[AS[top]] != AQ[top] or expired(t, P_sts[AS[top]], window):
+                    return out | 2
+    return out
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def then_look(P, first, k, pk_col, pk_op, row, cols, t, window):
+    """What the first look (``first``, not 0) found: the parked runs event ``row`` crosses the
+    threshold of are woken; returns whether some parked run's window has passed at ``t``."""
+    if first & 1:
+        wake_parked(P, k, pk_col, pk_op, row, cols)
+    return first & 2 != 0 and any_expired(P, k, t, window)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def look(P, k, n_pk, pk_col, pk_op, row, cols, t, window):
     """A key's parked runs at event ``row`` (time ``t``): those whose threshold it crosses are
-    woken (a look at each threshold heap's top first: a stale top only makes the look
-    pessimistic); returns whether some parked run's window has passed at ``t``."""
-    AK, SEG = P[11], P[14]
-    for i in range(n_pk):
-        if SEG[k, 3 * i + 1] > 0 and crosses(pk_op[i], cols[pk_col[i], row], AK[SEG[k, 3 * i]]):
-            wake_parked(P, k, pk_col, pk_op, row, cols)
-            break
-    return window > 0 and may_expire(P, k, t, window) and any_expired(P, k, t, window)
+    woken; returns whether some parked run's window has passed at ``t``."""
+    first = first_look(P[A_KEY], P[P_SEG], P[P_STS], P[P_SEQ], P[A_SLOT], P[A_SEQ], k, n_pk, pk_col, pk_op, row,
+                       cols, t, window)
+    return first != 0 and then_look(P, first, k, pk_col, pk_op, row, cols, t, window)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")

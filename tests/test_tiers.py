@@ -126,6 +126,35 @@ def test_generated_conditions_equal_the_generic_ones(name):
         assert (c, True) in seen and (c, False) in seen, (name, c)
 
 
+def test_generated_heap_keys_equal_the_parks():
+    """The threshold keys the generated dominance test writes out (``stepgen._heap_key``) equal
+    ``park.threshold_key``'s, on random V, for every state that parks on a plain threshold."""
+    from colcep.kernels import park as kpark
+
+    checked = 0
+    for name, p in _patterns().items():
+        prog = cc.compile(p)
+        lw, tb = prog.lowered, prog.tables()
+        pk = kpark.park_table(tb[0], tb[15], tb[7], tb[8], tb[9], tb[14], tb[10], tb[17], False)
+        rng = np.random.default_rng(11)
+        for s in range(prog.nfa.n_states):
+            if stepgen._threshold(prog, s) is None:
+                continue
+            src = f"def key(code, consts, v, xo):\n    return {stepgen._heap_key(prog, s, 'xo')}"
+            scope = {"np": np, "_agg": _agg, "compare": compare}
+            exec(src, scope)
+            gen = njit(error_model="numpy")(scope["key"])
+            for _ in range(200):
+                masks, cols, v = _random_inputs(rng, prog)
+                xo = int(rng.integers(0, 3))
+                want = kpark.threshold_key(int(pk[0][s]), pk[2], pk[3], pk[4], tb[10], tb[11], masks, cols, v, xo,
+                                           np.zeros(STACK))
+                got = gen(tb[10], tb[11], v, xo)
+                assert got == want or (got != got and want != want), (name, s, v.tolist())
+            checked += 1
+    assert checked >= 3  # (P2's, P3's and P5's waiting states at least)
+
+
 def test_translation_covers_every_program_condition():
     """No condition of the test patterns falls back to the bytecode VM."""
     for name, p in _patterns().items():

@@ -51,15 +51,15 @@ def _const(x: float) -> str:
     return repr(float(x))
 
 
-def _agg_expr(func: int, groups: list[int], pc: int) -> tuple[str, str]:
-    """One aggregate over V groups (a float expression)."""
+def _agg_expr(func: int, groups: list[int], pc: int, voff: str) -> tuple[str, str]:
+    """One aggregate over V groups (a float expression) of the V at ``v[voff]``."""
     if len(groups) != 1:
         # read from ``code`` as the VM does: the same values and argument types (no new signature)
-        return "f", f"_agg(code[{pc + 1}], code, {pc + 3}, code[{pc + 2}], v, voff)"
+        return "f", f"_agg(code[{pc + 1}], code, {pc + 3}, code[{pc + 2}], v, {voff})"
     b = groups[0] * vm.VW
 
     def at(field: int) -> str:
-        return f"v[voff + {b + field}]"
+        return f"v[{voff} + {b + field}]"
 
     if func == vm.AGG_COUNT:
         return "f", at(vm.V_N)
@@ -91,14 +91,15 @@ def translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: s
     return _as_bool(_translate(code, consts, start, end, row, literal))
 
 
-def translate_value(code: np.ndarray, consts: np.ndarray, start: int, end: int) -> str:
+def translate_value(code: np.ndarray, consts: np.ndarray, start: int, end: int, literal: bool = True,
+                    voff: str = "voff") -> str:
     """The program ``code[start:end]`` as one float expression (``eval_value``'s result) for no
-    event (``row`` -1: a waiting run's threshold)."""
-    return _as_float(_translate(code, consts, start, end, "-1"))
+    event (``row`` -1: a waiting run's threshold), of the V at ``v[voff]``."""
+    return _as_float(_translate(code, consts, start, end, "-1", literal, voff))
 
 
 def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: str,
-               literal: bool = True) -> tuple[str, str]:
+               literal: bool = True, voff: str = "voff") -> tuple[str, str]:
     stack: list[tuple[str, str]] = []  # (kind: "f" float | "b" bool, source)
     pc = start
     while pc < end:
@@ -115,7 +116,7 @@ def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: 
             pc += 2
         elif op == vm.OP_AGG:
             ng = int(code[pc + 2])
-            stack.append(_agg_expr(int(code[pc + 1]), [int(g) for g in code[pc + 3:pc + 3 + ng]], pc))
+            stack.append(_agg_expr(int(code[pc + 1]), [int(g) for g in code[pc + 3:pc + 3 + ng]], pc, voff))
             pc += 3 + ng
         elif op == vm.OP_ARITH:
             b, a = _as_float(stack.pop()), _as_float(stack.pop())

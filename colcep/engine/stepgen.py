@@ -49,6 +49,8 @@ from colcep.engine import codegen
 from colcep.engine.program import CompiledPattern
 from colcep.kernels import codes as kc
 from colcep.kernels import nfa as knfa
+from colcep.kernels import park as kpark
+from colcep.kernels import vm as kvm
 
 GENERATOR_VERSION = 2  # bump when the generated code changes meaning
 MODULE_PREFIX = "colcep_step_"
@@ -123,8 +125,30 @@ def _simple_next(prog: CompiledPattern, s: int) -> bool:
 
 def _first_threshold(prog: CompiledPattern, s: int) -> bool:
     """Whether ``s`` may be one of ``matches.first_threshold_states`` (decided at run time, by
-    the options): a waiting state whose TAKE completes the match."""
-    return _waits(prog, s) and any(a == kc.TAKE and _kind(prog, t) == kc.FINAL for a, t, _ in _edges(prog, s))
+    the options): a waiting state on a plain threshold whose TAKE completes the match."""
+    return (_threshold(prog, s) is not None
+            and any(a == kc.TAKE and _kind(prog, t) == kc.FINAL for a, t, _ in _edges(prog, s)))
+
+
+def _threshold(prog: CompiledPattern, s: int) -> tuple[int, int, int, int] | None:
+    """The plain threshold a waiting run in ``s`` parks on (``park.park_table``'s, where runs do
+    not merge): (event column, operator, its program's bounds in ``code``), or None (a
+    conjunction, or no threshold)."""
+    lw = prog.lowered
+    pk_idx, pk_col, pk_op, pk_t0, pk_t1, pk_full = kpark.park_table.py_func(
+        prog.nfa.state_kind, prog.sleep_cond, lw.cond_kind, lw.cond_a, lw.cond_b, lw.cond_thr, lw.code,
+        prog.st_merge, False)
+    i = int(pk_idx[s])
+    if i < 0 or pk_full[i] != 0:
+        return None
+    return int(pk_col[i]), int(pk_op[i]), int(pk_t0[i]), int(pk_t1[i])
+
+
+def _heap_key(prog: CompiledPattern, s: int, voff: str) -> str:
+    """``park.threshold_key`` of a run in ``s`` whose V is at ``v[voff]``, as an expression."""
+    _, op, t0, t1 = _threshold(prog, s)
+    thr = codegen.translate_value(prog.lowered.code, prog.lowered.consts, t0, t1, literal=False, voff=voff)
+    return thr if op in (kvm.C_GT, kvm.C_GE) else f"-({thr})"
 
 
 def unsupported(prog: CompiledPattern) -> str | None:
@@ -320,11 +344,19 @@ def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
     stays = ic < 0  # followed_by_any: the run stays beside the run its TAKE makes
     out: list[str] = []
     if _first_threshold(prog, s):
+        # ``nfa._dominated_by_last``, its threshold keys written out: dropped where it can never
+        # be emitted and does not complete at this event (the other's threshold not crossed)
+        col, op, _, _ = _threshold(prog, s)
+        crossed = f"compare({op}, cols[{col}, row], {'' if op in (kvm.C_GT, kvm.C_GE) else '-'}key_a)"
         out += [f"if (first_thr[{s}] != 0 and W_wake[i] >= -1 and w > base and W_state[w - 1] == {s}",
                 "        and W_spos[w - 1] == W_spos[i]):",
-                f"    drop, key_at, key_a = dominated_by_last(w, i, W_wake[i] > jc, row, key_at, key_a, pk_idx[{s}], PK, "
-                "code, consts, masks, cols, W_v, W_vs, W_node, vw, vm_stack, buf)",
-                "    if drop:",
+                "    if key_at != w - 1:",
+                "        xa = W_vs[w - 1] * vw",
+                f"        key_a = {_heap_key(prog, s, 'xa')}",
+                "        key_at = w - 1",
+                f"    key_x = {_heap_key(prog, s, 'voff')}",
+                f"    if (dominated(key_a, key_x, W_node[w - 1], node0, n_row, n_stage, n_parent)",
+                f"            and (W_wake[i] > jc or not {crossed})):",
                 "        release(n_row, n_stage, n_parent, n_ref, meta, node0)",
                 "        continue"]
     take = _take(prog, s, stays)
@@ -407,9 +439,10 @@ from colcep.kernels.codes import BIG, TIME_MAX
 from colcep.kernels.matches import flush_pending
 from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
                                 NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
-from colcep.kernels.nfa import _dominated_by_last as dominated_by_last
-from colcep.kernels.park import (PM_NK, emit_woken, look, n_thresholds, park_fits, park_pass, park_room, park_start,
-                                 sort_by_path, take_woken, timeouts)
+from colcep.kernels.matches import dominated
+from colcep.kernels.park import (A_KEY, A_SEQ, A_SLOT, P_SEG, P_SEQ, P_STS, PM_NK, emit_woken, first_look,
+                                 n_thresholds, park_fits, park_pass, park_room, park_start, sort_by_path, take_woken,
+                                 then_look, timeouts)
 from colcep.kernels.conds import next_event
 from colcep.kernels.merge import merge_runs
 from colcep.kernels.runs import deadline, expired, last_time, short_of_room, turn_v_arena
@@ -434,7 +467,8 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
     vm_stack = S[4]
     pk_idx, pk_col, pk_op, pk_t0, pk_t1 = PK[0], PK[1], PK[2], PK[3], PK[4]
     start_tr, first_thr = PK[6][0], PK[8]
-    SEG, KL, pm = P[14], P[15], P[18]
+    SEG, KL, pm = P[P_SEG], P[15], P[18]
+    AK, P_sts, P_seq, AS, AQ = P[A_KEY], P[P_STS], P[P_SEQ], P[A_SLOT], P[A_SEQ]
     n_pk = n_thresholds(SEG)
     park_min = cur[PARKS]  # the live runs from which the key parks (0: the pattern parks nothing)
     p_node, p_sts, p_spos = done
@@ -490,7 +524,8 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             t = ts[row]
             parked_expire = False
             if KL[k] > 0:  # the parked runs this event wakes join the step
-                parked_expire = look(P, k, n_pk, pk_col, pk_op, row, cols, t, window)
+                lk = first_look(AK, SEG, P_sts, P_seq, AS, AQ, k, n_pk, pk_col, pk_op, row, cols, t, window)
+                parked_expire = lk != 0 and then_look(P, lk, k, pk_col, pk_op, row, cols, t, window)
             if (min_wake > j and pm[PM_NK] == 0 and (dead or start_mask[row] == 0)
                     and (na == 0 or not expired(t, W_sts[ao], window)) and not parked_expire):
                 # every run waits past this event, none times out and nothing starts: the event
