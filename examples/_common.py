@@ -12,8 +12,7 @@ from typing import Sequence
 import pyarrow as pa
 
 import colcep
-from colcep.cli import format_matches
-from colcep.tools.summary import summarize
+from colcep.tools.summary import format_matches, summarize
 from colcep.tools.ticks import make_ticks
 
 

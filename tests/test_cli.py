@@ -286,7 +286,7 @@ def test_kernel_step_is_announced_before_it_runs():
     """On a cold cache the compile is announced (with its expected duration) before it starts."""
     import io
 
-    from colcep import cli
+    from colcep.cli import scan as cli
 
     buf = io.StringIO()
     rep = cli.Reporter(stream=buf)
@@ -306,7 +306,7 @@ def test_kernel_step_is_announced_before_it_runs():
 def test_reporter_on_a_terminal_and_in_a_log():
     import io
 
-    from colcep.cli import Reporter
+    from colcep.progress import Reporter
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -335,7 +335,7 @@ def test_reporter_on_a_terminal_and_in_a_log():
 
 
 def test_in_process_hint():
-    from colcep.cli import IN_PROCESS_HINT_ROWS, in_process_hint
+    from colcep.cli.scan import IN_PROCESS_HINT_ROWS, in_process_hint
 
     h = in_process_hint("local[2]", True, 200_000, 6.4)
     assert "200,000 rows fit on one machine: --in-process skips Spark (it took 6 s to start here" in h
@@ -410,7 +410,7 @@ def test_jvm_start_up_noise_is_filtered_and_errors_pass(capfd):
     import sys
     import time
 
-    from colcep.cli import _jvm_start_up_noise_filtered
+    from colcep.cli.scan import _jvm_start_up_noise_filtered
 
     child = ("import sys; sys.stderr.write('WARNING: Using incubator modules: jdk.incubator.vector\\n"
              "Setting default log level to \"WARN\".\\nERROR SparkContext: something real\\n'); sys.stderr.flush()")

@@ -94,8 +94,7 @@ def test_a_column_named_pattern_is_a_column_of_one_pattern_and_timeouts_count_ze
 
 
 def test_unique_match_ids_across_patterns():
-    from colcep.cli import format_matches
-    from colcep.tools.summary import unique_match_ids
+    from colcep.tools.summary import format_matches, unique_match_ids
 
     t = make_ticks(8000, 10, 2)
     out = cc.match_many(t, {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"]}, key="name", time="ts",

@@ -1,4 +1,5 @@
-"""What a scan found, counted as its output goes by: :class:`Summary` and :func:`summarize`.
+"""What a scan found, counted as its output goes by: :class:`Summary` and :func:`summarize`;
+:func:`format_matches` prints the first matches.
 
 A summary takes the output table by table, in the order colcep writes it (each match's rows
 together, its stages in pattern order: a match starts where its ``(pattern, match_id)`` changes,
@@ -166,3 +167,28 @@ def unique_match_ids(matches: pa.Table) -> pa.Table:
     ids = matches.column("match_id").to_numpy()
     uid = codes.to_numpy(zero_copy_only=False).astype(np.int64) * (int(ids.max()) + 1) + ids
     return matches.set_column(matches.schema.get_field_index("match_id"), "match_id", pa.array(uid))
+
+
+def format_matches(matches: pa.Table, key: str | None, limit: int = 5) -> str:
+    """The first ``limit`` matches, one line each: key, then per stage its rows and values."""
+    if matches.num_rows == 0:
+        return "(no matches)"
+    matches = unique_match_ids(matches)
+    ids = matches.column("match_id").to_numpy()
+    first_ids = list(dict.fromkeys(ids[: max(1, limit) * 64].tolist()))[:limit]
+    sub = matches.filter(pc.is_in(matches.column("match_id"), pa.array(first_ids, pa.int64()))).to_pylist()
+    skip = {"match_id", "stage", "row", "timed_out", "timeout_ts", key}
+    lines = []
+    for mid in first_ids:
+        evs = [r for r in sub if r["match_id"] == mid]
+        head = f"{evs[0][key]}: " if key is not None else ""
+        parts = []
+        for r in evs:
+            vals = " ".join(f"{c}={_fmt(v)}" for c, v in r.items() if c not in skip)
+            parts.append(f"{r['stage']}[row {r['row']}{' ' + vals if vals else ''}]")
+        lines.append(f"  match {mid}: {head}" + " ".join(parts))
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)

@@ -1,13 +1,4 @@
-"""The ``colcep`` command line.
-
-    colcep scan --events 1000000 --symbols 100 --pattern paper_query3 --out out/matches
-    colcep scan data/ticks.parquet --pattern my_pattern.py --key name --time ts --out out/m
-    colcep scan data/by_symbol/ --direct --pattern p1 --out out/m      # Parquet laid out by key
-    colcep generate --events 1000000 --symbols 20000 --by-key --out data/by_symbol   # that layout
-    colcep scan ticks.csv --pattern three_rising --in-process --out out/m
-    colcep plot out/matches --key S0008                                # one key's price, matches marked
-    colcep generate --events 1000000 --symbols 100 --out out/ticks.parquet
-    colcep patterns
+"""``colcep scan``: a pattern found in Parquet / CSV data (or synthetic ticks), the matches written.
 
 ``scan`` reads Parquet or CSV (files or directories), or generates synthetic ticks
 (``--events N``), runs a built-in pattern (``colcep patterns``) or a Python file that defines
@@ -29,7 +20,6 @@ import argparse
 import contextlib
 import json
 import os
-import runpy
 import shutil
 import sys
 import threading
@@ -45,46 +35,20 @@ import pyarrow.compute as pc
 
 from colcep import cache
 from colcep.cache import kernels_cold
+from colcep.cli.generate import _check_tick_options, _tick_options, _write_ticks_atomic
+from colcep.cli.patterns import _load_patterns
 from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
-from colcep.tools.summary import Summary, unique_match_ids
-from colcep.tools.examples import EXAMPLES, get_example
 from colcep.pattern import Pattern
 from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
 from colcep.progress import duration as _duration
 from colcep.progress import num as _num
+from colcep.tools.summary import Summary, _fmt, format_matches
 
 #: Inputs up to this many rows scan faster in-process than on a local Spark session.
 IN_PROCESS_HINT_ROWS = 20_000_000
 #: Expected kernel compile time on a cold cache, as announced (2 cores).
 COMPILE_SECONDS = 120
-
-
-# ============================================================================ helpers shared with examples/
-def format_matches(matches: pa.Table, key: str | None, limit: int = 5) -> str:
-    """The first ``limit`` matches, one line each: key, then per stage its rows and values."""
-    if matches.num_rows == 0:
-        return "(no matches)"
-    matches = unique_match_ids(matches)
-    ids = matches.column("match_id").to_numpy()
-    first_ids = list(dict.fromkeys(ids[: max(1, limit) * 64].tolist()))[:limit]
-    sub = matches.filter(pc.is_in(matches.column("match_id"), pa.array(first_ids, pa.int64()))).to_pylist()
-    skip = {"match_id", "stage", "row", "timed_out", "timeout_ts", key}
-    lines = []
-    for mid in first_ids:
-        evs = [r for r in sub if r["match_id"] == mid]
-        head = f"{evs[0][key]}: " if key is not None else ""
-        parts = []
-        for r in evs:
-            vals = " ".join(f"{c}={_fmt(v)}" for c, v in r.items() if c not in skip)
-            parts.append(f"{r['stage']}[row {r['row']}{' ' + vals if vals else ''}]")
-        lines.append(f"  match {mid}: {head}" + " ".join(parts))
-    return "\n".join(lines)
-
-
-def _fmt(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
 
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
@@ -638,101 +602,9 @@ def _scan_spark(job: ScanJob, fmt: str, data, seq: str | None, out_dir: Path,
     return rows, engine, {"session": t_session, "kernels": t_kernels, "scan": t_scan}, hint
 
 
-# ============================================================================ argument parsing
-def _load_patterns(spec: str) -> tuple[dict[str, Pattern], str, dict[str, Any]]:
-    """``--pattern``: one pattern (a built-in name or a Python file), several separated by
-    commas, ``desk`` (twenty tick signals, ``colcep.tools.examples.desk_patterns``) or a JSON file of
-    pattern documents (an object of name -> pattern, or a list of them, each named by a ``"name"``
-    beside its fields, else by the file and its place). Returns the patterns by name,
-    a description and the defaults they declare (output columns: those of all of them)."""
-    if spec == "desk":
-        from colcep.tools.examples import desk_patterns
-
-        return desk_patterns(), "twenty tick signals: the five benchmark families, four variants each", \
-            {"key": "name", "time": "ts", "columns": ["price", "volume"]}
-    if spec.endswith(".json"):
-        path = Path(spec)
-        if not path.is_file():
-            raise InputError(f"pattern file {spec!r} does not exist")
-        doc = json.loads(path.read_text())
-        if isinstance(doc, dict) and "stages" not in doc:  # name -> pattern document
-            items = [(str(n), d) for n, d in doc.items()]
-        else:  # a list of documents, or one: named by their "name", else by the file and their place
-            docs = doc if isinstance(doc, list) else [doc]
-            items = [((d.get("name") if isinstance(d, dict) else None) or
-                      (path.stem if len(docs) == 1 else f"{path.stem}_{i}"), d) for i, d in enumerate(docs)]
-        pats = {}
-        for name, d in items:
-            if name in pats:
-                raise InputError(f"{spec} names the pattern {name!r} twice")
-            pats[name] = Pattern.from_json({k: v for k, v in d.items() if k != "name"} if isinstance(d, dict) else d)
-        if not pats:
-            raise InputError(f"{spec} holds no pattern")
-        return pats, f"{len(pats)} patterns from {path.name}", {}
-    parts = [spec] if Path(spec).exists() else [p for p in spec.split(",") if p]
-    loaded = [(p, *_load_pattern(p)) for p in parts]
-    if len(loaded) == 1:
-        name, pat, desc, defaults = loaded[0]
-        return {name: pat}, desc, defaults
-    names = [Path(p).stem if p.endswith(".py") else p for p, *_ in loaded]
-    if len(set(names)) < len(names):
-        raise InputError(f"--pattern names a pattern twice: {spec!r}")
-    defaults: dict[str, Any] = {}
-    for name, (_, _, _, d) in zip(names, loaded):
-        for k in ("key", "time", "seq"):
-            if k in d and defaults.setdefault(k, d[k]) != d[k]:
-                raise InputError(f"the patterns declare different {k} columns ({defaults[k]!r}, then {d[k]!r} for "
-                                 f"{name!r}); give --{k} to scan them together")
-        if d.get("columns") is not None:
-            defaults["columns"] = list(dict.fromkeys([*defaults.get("columns", []), *d["columns"]]))
-    return {n: pat for n, (_, pat, _, _) in zip(names, loaded)}, ", ".join(names), defaults
-
-
-def _load_pattern(spec: str) -> tuple[Pattern, str, dict[str, Any]]:
-    """A built-in example name or a Python file defining ``pattern``; returns the pattern,
-    a description and the defaults it declares (key, time, seq, columns)."""
-    if spec.endswith(".py") or os.path.sep in spec:
-        path = Path(spec)
-        if not path.is_file():
-            raise InputError(f"pattern file {spec!r} does not exist")
-        ns = runpy.run_path(str(path))
-        pat = ns.get("pattern", ns.get("PATTERN"))
-        if not isinstance(pat, Pattern):
-            raise InputError(f"{spec} must define `pattern = Pattern.begin(...)...` (a colcep Pattern)")
-        defaults = {k.lower(): ns[k] for k in ("KEY", "TIME", "SEQ", "COLUMNS") if k in ns}
-        doc = (ns.get("__doc__") or "").strip().splitlines()
-        return pat, doc[0] if doc else "", defaults
-    try:
-        ex = get_example(spec)
-    except KeyError as exc:
-        raise InputError(f"{exc.args[0]}, or give a Python file that defines `pattern`") from None
-    return ex.pattern, ex.description, {"key": ex.key, "time": ex.time, "columns": list(ex.columns)}
-
-
-def _tick_options(g, default_events: int | None) -> None:
-    """The synthetic-tick options, spelled the same in ``scan`` and ``generate``."""
-    if default_events is None:
-        g.add_argument("--events", type=int, metavar="N", help="instead of input paths: generate N synthetic ticks "
-                                                               "(id, name, ts in ms, price, volume) and scan them")
-        g.add_argument("--generate", type=int, dest="events", metavar="N", help=argparse.SUPPRESS)  # old spelling
-    else:
-        g.add_argument("--events", type=int, default=default_events, metavar="N",
-                       help=f"number of ticks (default {default_events:,})")
-    g.add_argument("--symbols", type=int, default=100, metavar="K",
-                   help="number of symbols, the key column 'name' (default 100)")
-    g.add_argument("--seed", type=int, default=7, help="random seed; the same seed gives the same ticks (default 7)")
-    g.add_argument("--by-key", action="store_true",
-                   help="write the ticks laid out by symbol, the layout --direct reads: a folder of files "
-                        "part-00000.parquet, ... each holding a range of whole symbols sorted by (name, ts, id); "
-                        "any number of symbols (colcep.spark.write_by_key)")
-    g.add_argument("--buckets", type=int, metavar="B",
-                   help="with --by-key: the number of files (key ranges); default from the data: at most about "
-                        "2 M rows a file, up to 64 files where each gets 16,384 rows or more, at most 1,024")
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="colcep", description="Complex event processing on columnar data.")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{scan,plot,generate,patterns,warmup}")
+# ============================================================================ the command
+def add_parser(sub) -> None:
+    """The ``scan`` subcommand and its arguments."""
     s = sub.add_parser("scan", help="find a pattern in Parquet / CSV data and write the matches",
                        description="Find a pattern in Parquet / CSV data (on local Spark by default) and write the "
                                    "matches as Parquet with a summary and a picture.")
@@ -784,61 +656,9 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--show", type=int, default=0, metavar="K", help="also print the first K matches")
     o.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    pl = sub.add_parser("plot", help="draw a scan's matches as PNG (overview, or one key's price with its matches)",
-                        description="Draw the matches of a `colcep scan` output folder as PNG. Without --key: "
-                                    "matches over time and the top keys, above the top key's price with its "
-                                    "first matches marked. With --key: that key's column over time with each "
-                                    "match's events marked by stage.")
-    pl.add_argument("matches", help="a `colcep scan` output folder (its _summary.json names the input)")
-    pl.add_argument("--key", dest="key_value", metavar="VALUE", help="the key to draw, e.g. S0008 (default: "
-                                                                     "the overview)")
-    pl.add_argument("--column", default="price", help="the column drawn over time (default price)")
-    pl.add_argument("--data", help="the scanned input, if it moved since the scan (Parquet or CSV)")
-    pl.add_argument("--first", type=int, metavar="M", help="zoom to the time range of the key's first M matches "
-                                                          "(default: all with --key, 12 in the overview)")
-    pl.add_argument("--out", help="the PNG to write (default: <matches>.png, or <matches>_<key>.png with --key)")
 
-    gen = sub.add_parser("generate", help="write synthetic ticks (Parquet or CSV by suffix)",
-                         description="Write synthetic ticks: id, name (the symbol), ts (ms), price (a random walk "
-                                     "per symbol), volume.")
-    _tick_options(gen, 1_000_000)
-    gen.add_argument("--out", required=True, help="the file to write: .parquet or .csv (a folder with --by-key)")
-    sub.add_parser("patterns", help="list the built-in patterns", description="List the built-in patterns.")
-    w = sub.add_parser("warmup", help="compile the kernels for this machine now (images, cluster init scripts)",
-                       description="Compile colcep's kernels into this machine's cache (colcep.cache) ahead of the "
-                                   "first scan, independent groups in parallel processes; what is cached already "
-                                   "is only loaded.")
-    w.add_argument("--groups", help="comma-separated kernel groups (default: all of cep,sql,windows)")
-    w.add_argument("--processes", type=int, metavar="N", help="processes at once (default: the cores, one per group)")
-    return ap
-
-
-def _check_tick_options(a: argparse.Namespace) -> None:
-    if a.buckets is not None and not a.by_key:
-        raise InputError("--buckets sets the number of files of --by-key; add --by-key")
-    if a.buckets is not None and a.buckets < 1:
-        raise InputError(f"--buckets must be at least 1, got {a.buckets}")
-
-
-def _write_ticks_atomic(path: Path, events: int, symbols: int, seed: int, by_key: bool,
-                        buckets: int | None = None) -> Path:
-    """``write_ticks`` to a hidden name beside ``path``, renamed at the end (an interrupted
-    run leaves no half file that a later scan would reuse)."""
-    from colcep.tools.ticks import write_ticks
-
-    tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
-    try:
-        write_ticks(tmp, events, symbols, seed, partition_by_key=by_key, buckets=buckets)
-        if by_key and path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
-    return path
-
-
-def _cmd_scan(a: argparse.Namespace) -> int:
+def run(a: argparse.Namespace) -> int:
+    """Run the scan ``a`` asks for and print its summary; the exit status."""
     patterns, desc, defaults = _load_patterns(a.pattern)
     inputs = list(a.inputs)
     rep = Reporter(quiet=a.quiet, meter=a.progress)
@@ -878,87 +698,3 @@ def _cmd_scan(a: argparse.Namespace) -> int:
         print(format_matches(ds.dataset(summary["out"], format="parquet").to_table().sort_by("match_id"), key,
                              a.show))
     return 0
-
-
-def _cmd_plot(a: argparse.Namespace) -> int:
-    from colcep.tools.plot import plot_key, plot_scan, scan_picture_path
-
-    folder = Path(a.matches)
-    if not folder.is_dir():
-        raise InputError(f"{a.matches!r} is not a folder of matches (the --out of `colcep scan`)")
-    summary_file = folder / "_summary.json"
-    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
-    data = a.data or (summary.get("input") if summary.get("input") and Path(summary["input"]).exists() else None)
-    if a.key_value is None:
-        png = Path(a.out) if a.out else scan_picture_path(folder)
-        plot_scan(folder, column=a.column, max_matches=a.first if a.first is not None else 12, data=data, out=png)
-    else:
-        png = Path(a.out) if a.out else folder.with_name(f"{folder.name}_{a.key_value}.png")
-        key = summary.get("key", "name")
-        import pyarrow.dataset as ds
-
-        matches = ds.dataset(str(folder), format="parquet").to_table()
-        value: Any = a.key_value
-        if key in matches.column_names and pa.types.is_integer(matches.schema.field(key).type):
-            value = int(value)
-        if key in matches.column_names and not pc.any(pc.equal(matches.column(key), value)).as_py():
-            raise InputError(f"no matches for {key} = {a.key_value!r} in {a.matches}")
-        if data is None and a.column not in matches.column_names:
-            raise InputError(f"the matches have no {a.column!r} column and the input is not found: give --data")
-        plot_key(data, matches, value, key=key, time=summary.get("time", "ts"), column=a.column,
-                 time_unit=summary.get("time_unit") or "ms", seq=summary.get("seq"), max_matches=a.first,
-                 title=None, out=png)
-    print(f"wrote {png}")
-    return 0
-
-
-def _cmd_generate(a: argparse.Namespace) -> int:
-    t0 = time.perf_counter()
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _check_tick_options(a)
-    p = _write_ticks_atomic(out, a.events, a.symbols, a.seed, a.by_key, a.buckets)
-    print(f"wrote {_num(a.events)} ticks over {a.symbols} symbols to {p} in {time.perf_counter() - t0:.1f} s")
-    return 0
-
-
-def _cmd_patterns(a: argparse.Namespace) -> int:
-    w = max(len(k) for k in EXAMPLES)
-    for name, ex in EXAMPLES.items():
-        print(f"{name:<{w}}  {ex.description}")
-    print(f"{'desk':<{w}}  twenty tick signals in one pass (P1-P5, four variants each; "
-          "colcep.tools.examples.desk_patterns)")
-    return 0
-
-
-def _cmd_warmup(a: argparse.Namespace) -> int:
-    from colcep import cache
-    from colcep.tools.warmup import warmup
-
-    if a.processes is not None and a.processes < 1:
-        raise InputError(f"--processes must be at least 1, got {a.processes}")
-    t0 = time.perf_counter()
-    groups = [g for g in a.groups.split(",") if g] if a.groups else None
-    warmup(groups, a.processes, report=lambda line: print(f"colcep warmup: {line}", flush=True))
-    print(f"colcep warmup: kernels ready in {cache.cache_dir()} ({time.perf_counter() - t0:.1f} s)")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``colcep`` command; returns the exit status (0 ok, 2 a usage or input
-    error, 130 interrupted)."""
-    a = _parser().parse_args(argv)
-    try:
-        return {"scan": _cmd_scan, "plot": _cmd_plot, "generate": _cmd_generate,
-                "patterns": _cmd_patterns, "warmup": _cmd_warmup}[a.command](a)
-    except ColcepError as exc:
-        print(f"colcep: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ncolcep: interrupted; nothing was written to --out (partial output removed)"
-              if a.command == "scan" else "\ncolcep: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
