@@ -714,16 +714,27 @@ class Matcher:
             return pa.table({c: pa.array([], self._bound.schema.field(c).type if c != ARRIVAL else pa.int64())
                              for c in names})
         firsts = np.array([int(b[0][0]) if isinstance(b[0], np.ndarray) else b[0] for b in blocks], np.int64)
+        lo = max(int(np.searchsorted(firsts, rows.min(), side="right")) - 1, 0) if len(rows) else len(blocks) - 1
+        tail = blocks[lo:]
+        ends = [a + t.num_rows for a, t in tail if not isinstance(a, np.ndarray)]
+        if len(ends) == len(tail) and all(e == b for e, (b, _) in zip(ends, tail[1:])):
+            # the blocks from the oldest row's on hold consecutive rows: one take from them all
+            # (a table of their chunks, nothing copied)
+            tab = pa.concat_tables([t.select(names) for _, t in tail]) if len(tail) > 1 else tail[0][1].select(names)
+            return tab.take(pa.array(rows - firsts[lo], pa.int64()))
+        # rows in arrival order (event time): each block's taken at once, in block order, then put
+        # back in the rows' order
         which = np.searchsorted(firsts, rows, side="right") - 1
         order = np.argsort(which, kind="stable")
-        bounds = np.searchsorted(which[order], np.arange(len(blocks) + 1))
+        which, rows = which[order], rows[order]
+        bounds = np.searchsorted(which, np.arange(len(blocks) + 1))
         parts = []
         for i in np.flatnonzero(np.diff(bounds)):
             start, t = blocks[i]
-            r = rows[order[bounds[i]:bounds[i + 1]]]
+            r = rows[bounds[i]:bounds[i + 1]]
             pos = np.searchsorted(start, r) if isinstance(start, np.ndarray) else r - start
             parts.append(t.select(names).take(pa.array(pos, pa.int64())))
-        got = pa.concat_tables(parts) if parts else blocks[0][1].select(names).slice(0, 0)
+        got = pa.concat_tables(parts)
         back = np.empty_like(order)
         back[order] = np.arange(order.shape[0])
         return got.take(pa.array(back, pa.int64()))
