@@ -155,6 +155,47 @@ def test_generated_heap_keys_equal_the_parks():
     assert checked >= 3  # (P2's, P3's and P5's waiting states at least)
 
 
+def test_generated_scans_equal_next_event():
+    """The module's scan of each waiting condition (``stepgen._scan``) finds the event
+    ``conds.next_event`` finds (or its horizon, or BIG), on random events, V and windows."""
+    from colcep.kernels.codes import BIG
+    from colcep.kernels.conds import SCAN_AHEAD
+
+    def uncached(*args, **options):
+        options.pop("cache", None)
+        return njit(*args, **options)
+
+    checked = 0
+    for name, p in _patterns().items():
+        prog = cc.compile(p)
+        tb = prog.tables()
+        rng = np.random.default_rng(13)
+        for c in sorted({int(x) for x in prog.sleep_cond if x >= 0}):
+            lines = stepgen._scan(prog, c)
+            if lines is None:
+                continue
+            scope = {"np": np, "_agg": _agg, "compare": compare, "njit": uncached, "BIG": BIG,
+                     "SCAN_AHEAD": SCAN_AHEAD}
+            exec(codegen.HELPERS + "\n".join(lines), scope)
+            scan = scope[f"scan_{c}"]
+            found = set()
+            for _ in range(150):
+                masks, cols, v = _random_inputs(rng, prog, n_rows=96)
+                order = rng.permutation(96)
+                ts = np.sort(rng.integers(0, 50, 96))
+                row_lo, n_rows = int(rng.integers(0, 8)), int(rng.integers(8, 89))
+                j, last_t = int(rng.integers(0, n_rows)), int(rng.integers(0, 60))
+                voff = int(rng.integers(0, 3))
+                want = kconds.next_event(c, tb[7], tb[8], tb[9], tb[14], tb[10], tb[11], masks, cols, v, voff,
+                                         np.zeros(STACK), order, row_lo, j, n_rows, ts, last_t)
+                got = scan(tb[10], tb[11], masks, cols, v, voff, order, row_lo, j, n_rows, ts, last_t)
+                assert got == want, (name, c, j, n_rows)
+                found.add("big" if want == BIG else "end" if want == min(n_rows, j + SCAN_AHEAD) else "hit")
+            assert found == {"big", "end", "hit"}, (name, c, found)  # every outcome was seen
+            checked += 1
+    assert checked >= 4
+
+
 def test_translation_covers_every_program_condition():
     """No condition of the test patterns falls back to the bytecode VM."""
     for name, p in _patterns().items():

@@ -73,6 +73,16 @@ def _agg_expr(func: int, groups: list[int], pc: int, voff: str) -> tuple[str, st
     return "f", f"(np.nan if {valid} == 0.0 else {val})"
 
 
+_CMP = {vm.C_EQ: "==", vm.C_LT: "<", vm.C_LE: "<=", vm.C_GT: ">", vm.C_GE: ">="}
+
+
+def compare_expr(k: int, a: str, b: str) -> str:
+    """``vm.compare(k, a, b)`` as an expression: Python's operator where IEEE comparisons with
+    NaN give ``compare``'s false (all but ``!=``), else the call."""
+    sym = _CMP.get(k)
+    return f"({a} {sym} {b})" if sym else f"compare({k}, {a}, {b})"
+
+
 def _as_float(node: tuple[str, str]) -> str:
     kind, s = node
     return s if kind == "f" else f"(1.0 if {s} else 0.0)"
@@ -129,7 +139,7 @@ def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: 
             pc += 2
         elif op == vm.OP_CMP:
             b, a = _as_float(stack.pop()), _as_float(stack.pop())
-            stack.append(("b", f"compare({int(code[pc + 1])}, {a}, {b})"))
+            stack.append(("b", compare_expr(int(code[pc + 1]), a, b)))
             pc += 2
         elif op in (vm.OP_AND, vm.OP_OR):
             b, a = _as_bool(stack.pop()), _as_bool(stack.pop())

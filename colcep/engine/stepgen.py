@@ -243,11 +243,55 @@ def _child_wake(prog: CompiledPattern, tgt: int, voff: str, sts: str) -> list[st
             out += [f"elif first_thr[{tgt}] != 0:",
                     "    pass  # scanned at the next event, unless a later run of its start drops it first"]
         out += ["else:",
-                f"    wake = next_event({int(prog.sleep_cond[tgt])}, cond_kind, cond_a, cond_b, cond_thr, code, consts, "
-                f"masks, cols, W_v, {voff}, vm_stack, order, row_lo, jc + 1, n_rows, ts, last_time({sts}, window))"]
+                f"    wake = {_scan_call(prog, int(prog.sleep_cond[tgt]), voff, 'jc + 1', sts)}"]
     return out + ["W_wake[w] = wake",
                   "if wake < min_wake:",
                   "    min_wake = wake"]
+
+
+def _scan_call(prog: CompiledPattern, c: int, voff: str, j: str, sts: str) -> str:
+    """``conds.next_event`` for waiting condition ``c`` from event ``j``: the module's scan of it
+    where the condition is written out (:func:`_scan`), else the generic one."""
+    if _scan(prog, c) is not None:
+        return f"scan_{c}(code, consts, masks, cols, W_v, {voff}, order, row_lo, {j}, n_rows, ts, last_time({sts}, window))"
+    return (f"next_event({c}, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, W_v, {voff}, vm_stack, "
+            f"order, row_lo, {j}, n_rows, ts, last_time({sts}, window))")
+
+
+def _scan(prog: CompiledPattern, c: int) -> list[str] | None:
+    """``conds.next_event`` for condition ``c`` as a function of the module, its test written out
+    (no bytecode VM per event, no condition tables passed): the same three cases (a mask, a
+    column against a threshold computed once, a program), the same horizon; None where the
+    condition's program is not translated."""
+    lw = prog.lowered
+    inner, neg = codegen._strip_not(lw, c)
+    pre: list[str] = []
+    if lw.cond_kind[inner] == kc.COND_MASK:
+        test = f"masks[{int(lw.cond_a[inner])}, row] != 0"
+    else:
+        x, op, t0, t1 = (int(q) for q in lw.cond_thr[inner, :4])
+        try:
+            if x >= 0:  # column <op> threshold
+                thr = codegen.translate_value(lw.code, lw.consts, t0, t1, literal=False)
+                pre = [f"thr = {thr}"] + ([] if neg else ["if thr != thr:", "    return BIG"])
+                test = codegen.compare_expr(op, f"cols[{x}, row]", "thr")
+            else:
+                test = codegen.translate(lw.code, lw.consts, int(lw.cond_a[inner]), int(lw.cond_b[inner]),
+                                         literal=False)
+        except codegen._Untranslatable:
+            return None
+    return ["", "", '@njit(cache=True, nogil=True, error_model="numpy", _nrt=False)',
+            f"def scan_{c}(code, consts, masks, cols, v, voff, order, row_lo, j, n_rows, ts, last_t):",
+            "    if n_rows > j + SCAN_AHEAD:",
+            "        n_rows = j + SCAN_AHEAD"] + _indent(pre) + [
+            "    while j < n_rows:",
+            "        row = order[row_lo + j]",
+            "        if ts[row] > last_t:",
+            "            return BIG",
+            f"        if {'not ' if neg else ''}({test}):",
+            "            return j",
+            "        j += 1",
+            "    return n_rows"]
 
 
 def _match(node: str, sts: str, spos: str) -> list[str]:
@@ -347,7 +391,7 @@ def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
         # ``nfa._dominated_by_last``, its threshold keys written out: dropped where it can never
         # be emitted and does not complete at this event (the other's threshold not crossed)
         col, op, _, _ = _threshold(prog, s)
-        crossed = f"compare({op}, cols[{col}, row], {'' if op in (kvm.C_GT, kvm.C_GE) else '-'}key_a)"
+        crossed = codegen.compare_expr(op, f"cols[{col}, row]", f"{'' if op in (kvm.C_GT, kvm.C_GE) else '-'}key_a")
         out += [f"if (first_thr[{s}] != 0 and W_wake[i] >= -1 and w > base and W_state[w - 1] == {s}",
                 "        and W_spos[w - 1] == W_spos[i]):",
                 "    if key_at != w - 1:",
@@ -376,8 +420,7 @@ def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
         "else:",
         "    wake = BIG",
         "    if not parks:",
-        f"        wake = next_event({sc}, cond_kind, cond_a, cond_b, cond_thr, code, consts, masks, cols, "
-        "W_v, voff, vm_stack, order, row_lo, jc, n_rows, ts, last_time(W_sts[i], window))",
+        f"        wake = {_scan_call(prog, sc, 'voff', 'jc', 'W_sts[i]')}",
         "        if wake < min_wake:",
         "            min_wake = wake",
         "    move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
@@ -443,7 +486,7 @@ from colcep.kernels.matches import dominated
 from colcep.kernels.park import (A_KEY, A_SEQ, A_SLOT, P_SEG, P_SEQ, P_STS, PM_NK, emit_woken, first_look,
                                  n_thresholds, park_fits, park_pass, park_room, park_start, sort_by_path, take_woken,
                                  then_look, timeouts)
-from colcep.kernels.conds import next_event
+from colcep.kernels.conds import SCAN_AHEAD, next_event
 from colcep.kernels.merge import merge_runs
 from colcep.kernels.runs import deadline, expired, last_time, short_of_room, turn_v_arena
 from colcep.kernels.runs import move_run_call as move_run
@@ -653,8 +696,11 @@ def generate(prog: CompiledPattern) -> str:
             branches += _state_branch(prog, s, not branches)
     if not branches:
         branches = ["            pass"]
+    scans: list[str] = []
+    for c in sorted({int(prog.sleep_cond[s]) for s in range(p.n_states) if _waits(prog, s)}):
+        scans += _scan(prog, c) or []
     src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
-    return _HEAD + codegen.HELPERS + src
+    return _HEAD + codegen.HELPERS + "\n".join(scans) + "\n" + src
 
 
 # ----------------------------------------------------------------------------- the module, compiled
