@@ -55,7 +55,8 @@ from colcep.kernels import vm as kvm
 GENERATOR_VERSION = 2  # bump when the generated code changes meaning
 MODULE_PREFIX = "colcep_step_"
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()
-_DRIVERS: dict = {}  # run_key's Numba type -> compiled (a set of signatures compiled for it)
+_SIGS: dict = {}  # module name -> {arg_key: signature}, for every Step of the module
+_FNS: dict = {}  # module name -> {signature: callable}
 
 
 # ----------------------------------------------------------------------------- what is generated
@@ -748,8 +749,10 @@ class Step:
 
     def __init__(self, prog: CompiledPattern):
         self.mod = load(prog)
-        self._sigs: dict = {}  # arg_key -> the signature
-        self._fns: dict = {}  # signature -> the callable
+        # shared by the Steps of one module (every matcher of the shape): a new matcher types
+        # its ~100 arrays once per process, not once per matcher (~20 ms)
+        self._sigs: dict = _SIGS.setdefault(self.mod.__name__, {})  # arg_key -> the signature
+        self._fns: dict = _FNS.setdefault(self.mod.__name__, {})  # signature -> the callable
 
     def for_args(self, args: tuple) -> Callable[..., Any]:
         sig = self.signature(args)
