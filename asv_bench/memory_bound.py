@@ -1,7 +1,7 @@
 """Does ``max_state_bytes`` bound memory? Runaway patterns in a child process whose address space
 is limited (``RLIMIT_AS``) to its size before the scan plus a headroom: each must end in
-``CapacityError``, not ``MemoryError`` nor a kill (issue 22 part 3; docs/benchmarks.md, "A bound
-that bounds memory").
+``CapacityError``, not ``MemoryError`` nor a kill (issue 22 part 3; docs/benchmarks.md, "Memory";
+docs/engineering/2026-11-25-state-between-calls-issue-22.md, "A bound that bounds memory").
 
     python asv_bench/memory_bound.py                      # every case, 1 GiB bound, 1.5 GiB headroom
     python asv_bench/memory_bound.py --cases p5 --bound-mib 256 --headroom-mib 384

@@ -3,7 +3,7 @@ second, and ``colcep.spark.match_stream`` matches them as they arrive.
 
     python examples/stream_ticks.py                          # 12 files of 200 ticks, one a second
     python examples/stream_ticks.py --files 30 --rows 5000 --every 0.5 --pattern spike_no_recovery
-    python examples/stream_ticks.py --bench                  # the figures of docs/spark.md, "Streaming"
+    python examples/stream_ticks.py --bench                  # the figures of docs/guide/spark.md, "Streaming"
 
 A writer thread writes file ``k`` of the ticks (event times = the wall clock, so ``ts`` is "now")
 into ``<out>/in/`` at second ``k`` (written aside, then renamed: the file source never sees a

@@ -17,7 +17,8 @@ CASES = fw.load()
 RUN = [c for c in CASES if "error" not in c["expected"]]
 REFUSED = [c for c in CASES if "error" in c["expected"] and "abs(offset)" not in c["expected"]["error"]]
 # Flink 2.3 refuses |offset| >= size (tumbling) or slide (sliding); colcep takes the offset modulo
-# the size or slide, the same grid (a documented extension, docs/windows.md)
+# the size or slide, the same grid (a documented extension: docs/guide/windows.md, "The rules (Flink
+# sources, transcribed)")
 WIDE_OFFSETS = [c for c in CASES if "abs(offset)" in c["expected"].get("error", "")]
 
 

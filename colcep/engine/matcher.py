@@ -49,7 +49,7 @@ CHUNK_ROWS_PER_KEY = 256  # ... but at least this many per key, or per-key work 
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
-# max_state_bytes bounds everything a call holds (docs: README, "Bounds on the state"): of it,
+# max_state_bytes bounds everything a call holds (docs/guide/state.md, "Bounds on the state"): of it,
 WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
 RUNS_SHARE = 4  # ... a quarter for the runs of all keys (the old arrays, and the kernel's new ones as they grow) ...
 # ... and the rest for the match buffer (its old and new arrays while it grows), rows kept for the
