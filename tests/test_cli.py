@@ -504,3 +504,33 @@ def test_scan_several_patterns_errors(tmp_path, capsys):
     assert main(["scan", str(data), "--pattern", str(tmp_path / "empty.json"), "--in-process", "--out",
                  str(tmp_path / "m")]) == 2
     assert "holds no pattern" in capsys.readouterr().err
+
+
+def test_scan_tier(tmp_path, capsys, monkeypatch):
+    """``--tier compiled``: every pattern runs on its compiled step (here run as Python,
+    ``codegen.JIT`` off: no compile) and writes the generic scan's matches; the summary says so."""
+    from colcep.engine import codegen, tiers
+
+    monkeypatch.setattr(codegen, "JIT", False)
+    ran = []
+    real = tiers.Tier.run_batch
+
+    def spy(self, args):
+        fn = real(self, args)
+        ran.append(self.active)
+        return fn
+
+    monkeypatch.setattr(tiers.Tier, "run_batch", spy)
+    data = write_ticks(tmp_path / "t.parquet", 6000, 30, seed=5)
+    for tier in ("generic", "compiled"):
+        ran.clear()
+        assert main(["scan", str(data), "--pattern", "p1,paper_query3", "--in-process", "--no-plot", "--tier", tier,
+                     "--out", str(tmp_path / tier)]) == 0
+        assert ran and set(ran) == {tier}
+        summary = json.loads((tmp_path / tier / "_summary.json").read_text())
+        assert f"{tier} step" in summary["engine"]
+    got = read_out(tmp_path / "compiled")
+    assert got.num_rows > 0 and canon(got) == canon(read_out(tmp_path / "generic"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["scan", str(data), "--pattern", "p1", "--in-process", "--tier", "fast", "--out", str(tmp_path / "x")])

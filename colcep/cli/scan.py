@@ -170,6 +170,7 @@ class ScanJob:
     quiet: bool = False
     picture: bool = True
     patterns: dict[str, Pattern] | None = None  # several patterns in one pass (output column ``pattern``)
+    tier: str = "generic"  # the kernel tier (colcep.Matcher's ``tier``)
 
     def named_patterns(self) -> dict[str, Pattern]:
         return self.patterns or {self.pattern_name: self.pattern}
@@ -297,7 +298,7 @@ def _read_columns(specs: dict) -> list[str]:
 
 
 def _spec_kwargs(job: ScanJob) -> dict[str, Any]:
-    return {"time_unit": job.time_unit} if job.time_unit else {}
+    return {"tier": job.tier, **({"time_unit": job.time_unit} if job.time_unit else {})}
 
 
 def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
@@ -425,7 +426,8 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     secs = {"kernels": t_kernels, "scan": time.perf_counter() - t0}
     secs.update({s: res.seconds[s] for s in STAGES})
     how = "streamed" if res.streamed else "read whole and ordered"
-    return res.rows, f"in-process ({how}, batches of {_num(step)} rows, {threads} threads)", secs, None, counted[0]
+    return (res.rows, f"in-process ({how}, batches of {_num(step)} rows, {threads} threads, {job.tier} step)", secs,
+            None, counted[0])
 
 
 def _spark_session(job: ScanJob, rep: Reporter):
@@ -642,6 +644,10 @@ def add_parser(sub) -> None:
     e.add_argument("--cores", type=int, help="cores of the local Spark session (default: all)")
     e.add_argument("--partitions", type=int, help="Spark partitions (default: twice the cluster's cores, more for "
                                                    "large inputs, about 4 million rows a task; said when it runs)")
+    e.add_argument("--tier", choices=["generic", "compiled", "auto"], default="generic",
+                   help="the step kernel: the generic interpreter (default), the step compiled for each shape of "
+                        "pattern (a compile of ~5-10 s per new shape, cached on disk, in the kernels step), or auto "
+                        "(compiled in the background, generic meanwhile)")
     e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows (default 500,000)")
     o = s.add_argument_group("output")
     o.add_argument("--no-progress", dest="progress", action="store_false", default=True,
@@ -686,7 +692,7 @@ def run(a: argparse.Namespace) -> int:
                   columns=columns, description=desc, timeouts=a.timeouts, in_process=a.in_process, direct=a.direct,
                   partitions=a.partitions, batch_rows=a.batch_rows, cores=a.cores, progress=a.progress, top=a.top,
                   time_unit=a.time_unit or ('ms' if a.events is not None else None),  # generated ticks: ms
-                  overwrite=a.overwrite, quiet=a.quiet, picture=a.plot)
+                  overwrite=a.overwrite, quiet=a.quiet, picture=a.plot, tier=a.tier)
     summary = run_scan(job, rep)
     if a.json:
         print(json.dumps(summary, indent=1, default=str))
