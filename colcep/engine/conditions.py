@@ -383,24 +383,32 @@ def hist_name(e: Expr) -> tuple:
 # ----------------------------------------------------------------------------- batch evaluation
 def evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
     """Evaluate an event-only expression over a batch: a float64 array (NaN = null) or a
-    boolean array. ``env`` maps column names to float64 arrays (strings as codes)."""
+    boolean array, of ``n`` values. ``env`` maps column names to float64 arrays (strings as
+    codes)."""
+    r = _evaluate(e, env, n, strings)
+    return np.broadcast_to(r, n) if np.ndim(r) == 0 else r
+
+
+def _evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
+    """``evaluate``, where a part without columns is one value (a NumPy scalar, broadcast by
+    the operations that read it) rather than an array of ``n``."""
     op, a = e.op, e.args
     if op == "col":
         return env[a[0]]
     if op in HIST_OPS:
         return env[hist_name(e)]
     if op == "lit":
-        return np.full(n, literal_value(a[0], strings))
+        return np.float64(literal_value(a[0], strings))
     if op == "true":
-        return np.ones(n, bool)
+        return np.bool_(True)
     if op == "arith":
-        x, y = evaluate(a[1], env, n, strings), evaluate(a[2], env, n, strings)
+        x, y = _evaluate(a[1], env, n, strings), _evaluate(a[2], env, n, strings)
         with np.errstate(all="ignore"):
             if a[0] == "quot":
                 return np.trunc(np.divide(x, y))
             return {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[a[0]](x, y)
     if op == "cmp":
-        x, y = evaluate(a[1], env, n, strings), evaluate(a[2], env, n, strings)
+        x, y = _evaluate(a[1], env, n, strings), _evaluate(a[2], env, n, strings)
         x = x.astype(np.float64) if x.dtype == bool else x
         y = y.astype(np.float64) if y.dtype == bool else y
         with np.errstate(invalid="ignore"):
@@ -408,15 +416,15 @@ def evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
                  ">=": np.greater_equal}[a[0]](x, y)
         return r & ~np.isnan(x) & ~np.isnan(y)
     if op == "and":
-        return evaluate(a[0], env, n, strings) & evaluate(a[1], env, n, strings)
+        return _evaluate(a[0], env, n, strings) & _evaluate(a[1], env, n, strings)
     if op == "or":
-        return evaluate(a[0], env, n, strings) | evaluate(a[1], env, n, strings)
+        return _evaluate(a[0], env, n, strings) | _evaluate(a[1], env, n, strings)
     if op == "not":
-        return ~evaluate(a[0], env, n, strings)
+        return ~_evaluate(a[0], env, n, strings)
     if op == "isin":
-        x = evaluate(a[0], env, n, strings)
+        x = _evaluate(a[0], env, n, strings)
         return np.isin(x, [literal_value(v, strings) for v in a[1] if v is not None])
     if op == "isnull":
-        x = evaluate(a[0], env, n, strings)
-        return np.isnan(x) if x.dtype != bool else np.zeros(n, bool)
+        x = _evaluate(a[0], env, n, strings)
+        return np.isnan(x) if x.dtype != bool else np.bool_(False)
     raise PatternError(f"{e!r} reads the partial match and cannot be evaluated per column")

@@ -57,6 +57,7 @@ MODULE_PREFIX = "colcep_step_"
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()
 _SIGS: dict = {}  # module name -> {arg_key: signature}, for every Step of the module
 _FNS: dict = {}  # module name -> {signature: callable}
+_READY: dict = {}  # module name -> {arg_key: callable}
 
 
 # ----------------------------------------------------------------------------- what is generated
@@ -753,10 +754,11 @@ class Step:
         # its ~100 arrays once per process, not once per matcher (~20 ms)
         self._sigs: dict = _SIGS.setdefault(self.mod.__name__, {})  # arg_key -> the signature
         self._fns: dict = _FNS.setdefault(self.mod.__name__, {})  # signature -> the callable
+        self._ready: dict = _READY.setdefault(self.mod.__name__, {})  # arg_key -> the callable
 
     def for_args(self, args: tuple) -> Callable[..., Any]:
-        sig = self.signature(args)
-        return self._fns.get(sig) or self.build(sig)
+        fn = self.ready(args)
+        return fn if fn is not None else self.build(self.signature(args))
 
     @property
     def built(self) -> bool:
@@ -765,7 +767,13 @@ class Step:
 
     def ready(self, args: tuple) -> Callable[..., Any] | None:
         """The callable for ``args`` if built, else None (nothing compiled)."""
-        return self._fns.get(self.signature(args))
+        key = codegen.arg_key(args)
+        fn = self._ready.get(key)
+        if fn is None:
+            fn = self._fns.get(self.signature(args))  # (hashes ~100 Numba types: once per key)
+            if fn is not None:
+                self._ready[key] = fn
+        return fn
 
     def signature(self, args: tuple) -> Any:
         """The step's and the driver's types for a call with ``args`` (None with ``JIT`` off)."""
