@@ -33,6 +33,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from typing import Iterator
 
 from colcep.version import __version__
@@ -187,27 +188,43 @@ def install() -> bool:
 
 
 # ---------------------------------------------------------------------------- lock and counts
+_HELD = threading.RLock()  # this process's hold of the file lock: one thread at a time, re-entered
+_depth = [0]  # how deeply the holding thread has entered it
+
+
 @contextlib.contextmanager
 def compile_lock() -> Iterator[None]:
     """Hold the machine-wide lock for loading / compiling colcep's kernels (a file lock in
-    :func:`cache_dir`, shared by every process of this user that uses that folder)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    path = os.path.join(cache_dir(), "compile.lock")
-    try:
-        fh = open(path, "a")
-    except OSError:
-        uid = os.getuid() if hasattr(os, "getuid") else 0
-        fh = open(os.path.join(tempfile.gettempdir(), f"colcep-numba-{uid}.lock"), "a")
-    with fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    :func:`cache_dir`, shared by every process of this user that uses that folder). A thread that
+    holds it may take it again (a task's warm-up runs a matcher whose compiled step loads under
+    it): a second ``flock`` of the file in one process would wait for itself."""
+    with _HELD:
+        if _depth[0] > 0:
+            _depth[0] += 1
+            try:
+                yield
+            finally:
+                _depth[0] -= 1
+            return
         try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
             yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            return
+        path = os.path.join(cache_dir(), "compile.lock")
+        try:
+            fh = open(path, "a")
+        except OSError:
+            uid = os.getuid() if hasattr(os, "getuid") else 0
+            fh = open(os.path.join(tempfile.gettempdir(), f"colcep-numba-{uid}.lock"), "a")
+        with fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            _depth[0] = 1
+            try:
+                yield
+            finally:
+                _depth[0] = 0
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def kernel_compiles() -> int:

@@ -311,6 +311,30 @@ print(m.kernel_tier, sum(rk.stats.cache_hits.values()), sum(rk.stats.cache_misse
     assert out.stdout.split() == ["compiled", "1", "0", "1", "0"], (out.stdout, out.stderr)
 
 
+def test_the_step_loads_under_the_compile_lock_its_thread_holds():
+    """A warm-up holds the machine-wide compile lock while its matcher's compiled step loads
+    (Spark's ``_warm_kernels``, the CLI's kernels step): the thread re-enters the lock (a second
+    ``flock`` of the file by one process waited for itself). In a new process, where the step
+    is built under the lock."""
+    ticks = make_ticks(3000, symbols=4)
+    _run(cc.compile(P1_SHAPE), ticks, "compiled", 3000)  # compiled (or loaded) here
+    script = """
+import colcep as cc
+from colcep import cache
+from colcep.tools.examples import desk_patterns
+from colcep.tools.ticks import make_ticks
+with cache.compile_lock():
+    m = cc.Matcher(desk_patterns()["P1_v700_w5s"], key="name", time="ts", tier="compiled")
+    print(m.kernel_tier, m.process(make_ticks(3000, symbols=4)).num_rows, m.kernel_tier)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(cc.__file__)),
+                                                                   os.environ.get("PYTHONPATH")) if p))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    want = cc.match(ticks, P1_SHAPE, key="name", time="ts").num_rows
+    assert out.stdout.split() == ["None", str(want), "compiled"] and want > 0, (out.stdout, out.stderr)
+
+
 def test_sharded_matcher_runs_the_compiled_step_in_every_shard():
     ticks = make_ticks(6000, symbols=8)
     m = cc.Matcher(P1_SHAPE, key="name", time="ts", threads=3, tier="compiled")
