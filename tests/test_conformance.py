@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 import colcep as cc
-from colcep.engine import codegen, stepgen
-from conformance import (CORPUS, case_pattern, case_table, check_case, compare, feed, load_cases, rows_to_matches,
-                         run_table, tiers_agree)
+from colcep.engine import codegen
+from conformance import CORPUS, check_case, compare, load_cases, rows_to_matches, tiers_agree
 
 if not CORPUS.is_dir():
     raise FileNotFoundError(f"the conformance corpus is missing at {CORPUS}: it is part of the repository "
@@ -38,20 +37,12 @@ def test_engine(case):
 def test_compiled_tier(case, monkeypatch):
     """The compiled tier forced: Flink's output, and exactly the generic tier's tables and live
     partial matches, whole, in 1- and 7-row batches and restored at every boundary
-    (``conformance.tiers_agree``); a pattern with negation runs on the generic kernel, with a
-    warning. The generated step runs as Python (``codegen.JIT`` False): the source Numba
-    compiles, without a compile per shape; ``test_stepgen.py`` and ``test_tiers.py`` compile it."""
+    (``conformance.tiers_agree``); every case's shape is generated (``test_stepgen.py``). The
+    generated step runs as Python (``codegen.JIT`` False): the source Numba compiles, without a
+    compile per shape; ``test_stepgen.py`` and ``test_tiers.py`` compile it."""
     monkeypatch.setattr(codegen, "JIT", False)
     timeouts = case.get("expected_timeouts") is not None
-    if stepgen.unsupported(cc.compile(case_pattern(case))) is None:
-        whole = tiers_agree(case, timeouts)
-    else:
-        with pytest.warns(cc.ColcepWarning, match="does not generate a negation"):
-            m = cc.Matcher(case_pattern(case), key=case["pattern"].get("key"), time="ts", timeouts=timeouts,
-                           columns=None, tier="compiled")
-        whole = feed(m, case_table(case), [])
-        assert m.kernel_tier == "generic"
-        assert whole.equals(run_table(case, timeouts, "generic", columns=None))
+    whole = tiers_agree(case, timeouts)
     diff = compare(case, *rows_to_matches(whole, timeouts))
     assert diff is None, diff
 

@@ -1,5 +1,6 @@
 """The compiled step (``colcep.engine.stepgen``, tier ``"compiled"``): the shapes it generates
-(every one but negation; the conformance corpus runs through it in ``test_conformance.py``),
+(every one of the conformance corpus, negation included; the corpus runs through it in
+``test_conformance.py``),
 random patterns of those shapes against the generic kernel (whole, 1-row and 3-row batches, a
 snapshot and restore at every boundary, the live partial matches after every batch), parked
 runs, runs that stay and merge, the hand-over between tiers, one module per shape, the bound and
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 import colcep as cc
 from colcep import col, last
 from colcep.engine import codegen, interrupt, stepgen
+from colcep.kernels import codes as kc
 from colcep.kernels.buffer import JOIN
 from colcep.errors import CapacityError
 from colcep.tools.examples import benchmark_pattern, desk_patterns
@@ -31,19 +33,22 @@ def interpreted(monkeypatch):
 
 
 def test_the_corpus_has_cases_of_the_generated_shapes():
-    """Every corpus case but those with negation (234) is of a generated shape."""
-    assert len(GENERATED) == 579
+    """Every corpus case is of a generated shape: negation (``not_next``, ``not_followed_by``,
+    STOP and PENDING states) included."""
+    assert len(GENERATED) == len(CASES) == 813
     assert any(c.get("expected_timeouts") is not None for c in GENERATED)
     assert any(c["pattern"].get("within_ms") for c in GENERATED)
     skips = {c["pattern"]["skip"]["type"] for c in GENERATED}
     assert {"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst", "skipToLast"} <= skips, skips
+    kinds = {int(k) for c in GENERATED for k in cc.compile(case_pattern(c)).nfa.state_kind}
+    assert {kc.STOP, kc.PENDING} <= kinds
 
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(cases(max_events=18, negations=False))
+@given(cases(max_events=18))
 def test_random_patterns_through_the_compiled_step(case):
     """Random patterns of every shape the generator writes (Kleene, optional, times, until,
-    groups, every contiguity and skip strategy), with and without timed-out output."""
+    groups, negation, every contiguity and skip strategy), with and without timed-out output."""
     assume(compiles(case))
     codegen.JIT, jit = False, codegen.JIT  # (hypothesis: no function-scoped monkeypatch)
     try:
@@ -55,18 +60,22 @@ def test_random_patterns_through_the_compiled_step(case):
         codegen.JIT = jit
 
 
-def test_negation_runs_on_the_generic_kernel_with_a_warning(interpreted):
-    """A pattern the generator does not write yet runs, and says so: a warning naming what is
-    not generated, the generic kernel (``kernel_tier``), the generic output."""
+def test_a_shape_not_generated_runs_on_the_generic_kernel_with_a_warning(interpreted):
+    """A pattern the generator does not write runs, and says so: a warning naming what is not
+    generated, the generic kernel (``kernel_tier``), the generic output. (Past ``MAX_EDGES``
+    edges in one state's PROCEED closure: 25 optional stages in a row.)"""
     ticks = make_ticks(3000, symbols=4)
-    avoid = (cc.Pattern.begin("a").where(col("volume") > 900).not_followed_by("n").where(col("price") < 1.0)
-             .followed_by("b").where(col("price") > last("price", of="a")))
-    prog = cc.compile(avoid)
-    assert "negation" in stepgen.unsupported(prog)
+    wide = cc.Pattern.begin("a").where(col("volume") > 900)
+    for i in range(25):
+        wide = wide.followed_by(f"o{i}").where(col("price") < 0.0).optional()
+    wide = wide.followed_by("b").where(col("price") > last("price", of="a")).within(1000).skip(
+        cc.SkipPastLastEvent())
+    prog = cc.compile(wide)
+    assert "closure" in stepgen.unsupported(prog)
     with pytest.raises(ValueError, match="does not generate"):
         stepgen.generate(prog)
     for tier in ("compiled", "auto"):
-        with pytest.warns(cc.ColcepWarning, match="does not generate a negation"):
+        with pytest.warns(cc.ColcepWarning, match="does not generate a state whose PROCEED closure"):
             m = cc.Matcher(prog, key="name", time="ts", tier=tier)
         got = m.process(ticks)
         assert m.kernel_tier == "generic"

@@ -283,11 +283,16 @@ def test_auto_runs_generic_until_the_step_is_compiled_then_switches(jit, monkeyp
     thread, then the compiled step from a batch boundary on; the generic output. Compiled by Numba
     (the P1 shape) and interpreted."""
     monkeypatch.setattr(codegen, "JIT", jit)
+    for table in ("_SIGS", "_FNS", "_READY"):  # nothing built in this process yet
+        monkeypatch.setattr(stepgen, table, {})
     ticks = make_ticks(20000, symbols=8)
     want = cc.match(ticks, P1_SHAPE, key="name", time="ts")
     got, tiers = _run(cc.compile(P1_SHAPE), ticks, "auto", 2500, switch_after=2)
     assert tiers[0] == "generic" and set(tiers[2:]) == {"compiled"}, tiers
     assert got.equals(want) and want.num_rows > 0
+    # a later matcher of the shape finds the step built: compiled from its first batch
+    got, tiers = _run(cc.compile(P1_SHAPE), ticks, "auto", 2500)
+    assert set(tiers) == {"compiled"} and got.equals(want), tiers
 
 
 def test_a_new_process_loads_the_step_from_the_disk_cache():

@@ -21,7 +21,8 @@ and one compile. The module is a real file, ``cache_dir()/step/colcep_step_<sour
 hash>.py``, compiled once per machine (Numba's disk cache beside it); with ``JIT`` off
 (``COLCEP_STEP_JIT=0``) it runs as plain Python with the driver (tests, debugging).
 
-Every automaton without negation is generated: for each state its PROCEED closure is unrolled at
+Every automaton is generated, negation included (but a state whose PROCEED closure collects over
+``MAX_EDGES`` edges: :func:`unsupported`): for each state its PROCEED closure is unrolled at
 generation time (the TAKE and IGNORE edges the generic step's DFS would collect, in its order,
 each under the conditions on its way), every condition of a branch read once, as a local, before
 any child is written. A run whose one edge is a TAKE (``next``) gives its V slot to its child; a
@@ -31,9 +32,10 @@ event its scan found; the generic kernel's own functions hold matches back and r
 beside another of its start that always completes first (``matches.dominated``). The work arrays
 keep the generic step's layout (the new list written in the other half; only the start run acts,
 in place, when every listed run waits), so runs are looked at, dropped and merged at the same
-events and the live partial matches are the generic tier's after every call. A pattern with a
-STOP or PENDING state (``not_next``, ``not_followed_by``) runs on the generic kernel
-(:func:`unsupported`).
+events and the live partial matches are the generic tier's after every call. Negation as the
+generic step does it: an edge into a STOP state (``not_next``, ``not_followed_by``) discards what
+the run made at the event, a PENDING run (a trailing ``not_followed_by``) completes when its
+window passes.
 """
 from __future__ import annotations
 
@@ -158,19 +160,25 @@ def unsupported(prog: CompiledPattern) -> str | None:
     p = prog.nfa
     for s in range(p.n_states):
         kind = _kind(prog, s)
-        if kind == kc.FINAL:
+        if kind in (kc.FINAL, kc.STOP):  # (no run is listed in a STOP state: reaching it discards)
             continue
-        if kind != kc.NORMAL:
-            return "a negation (stop or pending state)"
         try:
             edges = _closure(prog, s)
             for _, act, _, tgt, _ in edges:
-                if _kind(prog, tgt) not in (kc.NORMAL, kc.FINAL):
-                    return "a negation (stop or pending state)"
+                if _kind(prog, tgt) == kc.STOP and act != kc.TAKE:
+                    return "a negation reached by an edge other than a take"
                 if act == kc.TAKE:
                     _to_final(prog, tgt)
         except _Unwritable as e:
             return str(e)
+        if _waits(prog, s) or _simple_next(prog, s):  # (written by _waiting_step / _take)
+            e = _edges(prog, s)
+            acts = sorted(a for a, _, _ in e)
+            pending = kind == kc.PENDING and acts == sorted([kc.PROCEED, kc.IGNORE]) and all(
+                c >= 0 for a, _, c in e if a == kc.IGNORE)
+            if not pending and (kind != kc.NORMAL or acts not in ([kc.TAKE], sorted([kc.TAKE, kc.IGNORE])) or any(
+                    _kind(prog, t) == kc.STOP for _, t, _ in e)):
+                return "a waiting state of another form"
     return None
 
 
@@ -328,12 +336,22 @@ def _closure_step(prog: CompiledPattern, s: int, start: bool) -> list[str]:
     of its own (every condition read first, on the run's V at ``voff``)."""
     conds = _Conds(prog)
     sts, spos, parent = ("t", "g", "-1") if start else ("W_sts[i]", "W_spos[i]", "node0")
-    body: list[str] = []
-    for guards, act, src, tgt, c in _closure(prog, s):
+    edges = _closure(prog, s)
+    stops = any(_kind(prog, tgt) == kc.STOP for _, _, _, tgt, _ in edges)
+    # a negation (``not_next``, ``not_followed_by``): an edge into a STOP state discards every run
+    # this run makes at this event (its completed matches stay, as in Flink)
+    body: list[str] = ["first_child = w", "discard = False"] if stops else []
+    for guards, act, src, tgt, c in edges:
         if act == kc.IGNORE:
             if start:
                 continue  # (the start run stays as it is)
             lines = _reach(prog, tgt, "node0", -1, sts, spos)
+        elif _kind(prog, tgt) == kc.STOP:
+            stage = int(prog.nfa.state_stage[src])
+            lines = [f"node1 = alloc(n_row, n_stage, n_parent, n_ref, meta, g, {stage}, {parent})",
+                     "n_ref[node1] += 1",
+                     "discard = True",
+                     "release(n_row, n_stage, n_parent, n_ref, meta, node1)"]
         else:
             stage = int(prog.nfa.state_stage[src])
             done = conds.any_of(_to_final(prog, tgt))
@@ -341,6 +359,13 @@ def _closure_step(prog: CompiledPattern, s: int, start: bool) -> list[str]:
                      + _reach(prog, tgt, "node1", stage, sts, spos)
                      + _guarded(done, ["n_ref[node1] += 1"] + _match("node1", sts, spos)))
         body += _guarded(conds.all_of(guards + (c,)), lines)
+    if stops:
+        body += ["if discard:",
+                 "    for q in range(first_child, w):",
+                 "        if W_node[q] >= 0:",
+                 "            release(n_row, n_stage, n_parent, n_ref, meta, W_node[q])",
+                 "    w = first_child"] + (["    dead = True  # (Flink discards the start state with the path)"]
+                                           if start else [])
     if not start:
         body.append("release(n_row, n_stage, n_parent, n_ref, meta, node0)")
     return conds.lines + body
@@ -384,10 +409,10 @@ def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
     """A listed run in a waiting state ``s`` (TAKE under ``c``, IGNORE back under ``not c`` or
     true): looked at only from the event its scan found (``W_wake``), as in the generic step,
     after the rule that drops a run beside the one listed before it (``first_thr``)."""
-    (_, _, c), = [e for e in _edges(prog, s) if e[0] == kc.TAKE]
+    takes = [c for a, _, c in _edges(prog, s) if a == kc.TAKE]
     (_, _, ic), = [e for e in _edges(prog, s) if e[0] == kc.IGNORE]
     sc = int(prog.sleep_cond[s])
-    stays = ic < 0  # followed_by_any: the run stays beside the run its TAKE makes
+    stays = ic < 0 and bool(takes)  # followed_by_any: the run stays beside the run its TAKE makes
     out: list[str] = []
     if _first_threshold(prog, s):
         # ``nfa._dominated_by_last``, its threshold keys written out: dropped where it can never
@@ -405,7 +430,11 @@ def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
                 f"            and (W_wake[i] > jc or not {crossed})):",
                 "        release(n_row, n_stage, n_parent, n_ref, meta, node0)",
                 "        continue"]
-    take = _take(prog, s, stays)
+    if takes:
+        test, take = _cond_expr(prog, takes[0]), _take(prog, s, stays)
+    else:  # a trailing not_followed_by's run (PENDING) at its negated event: it ends (no edge is
+        # taken by a woken run but its TAKE and an unconditional IGNORE, as in the generic step)
+        test, take = _cond_expr(prog, sc), ["release(n_row, n_stage, n_parent, n_ref, meta, node0)"]
     if stays:  # the run itself, after its TAKE's child, looked at again from the next event
         take += ["move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)",
                  "run_flag[w - base] = 1"] + _child_wake(prog, s, "voff", "W_sts[i]") + ["w += 1"]
@@ -418,7 +447,7 @@ def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
         "    w += 1",
         "    if wake < min_wake and not parks:",
         "        min_wake = wake",
-        f"elif {_cond_expr(prog, c)}:"] + _indent(take) + [
+        f"elif {test}:"] + _indent(take) + [
         "else:",
         "    wake = BIG",
         "    if not parks:",
@@ -593,15 +622,22 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
         # out, as timed-out partial matches when they are wanted (in path order)
         npend0 = npend
         timed_out = False
+        npot = 0
         while window > 0 and na > 0 and ((final_tick and t == TIME_MAX) or expired(t, W_sts[ao], window)):
-            if want_timeouts:
-                n_ref[W_node[ao]] += 1
-                pend_node[npend] = W_node[ao]
-                pend_g[npend] = g
-                pend_flag[npend] = 1
-                pend_tts[npend] = deadline(W_sts[ao], window)
-                npend += 1
-            release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao])
+            if {pending}:  # a trailing not_followed_by: its window passing completes it
+                p_node[npot] = W_node[ao]
+                p_sts[npot] = W_sts[ao]
+                p_spos[npot] = W_spos[ao]
+                npot += 1
+            else:
+                if want_timeouts:
+                    n_ref[W_node[ao]] += 1
+                    pend_node[npend] = W_node[ao]
+                    pend_g[npend] = g
+                    pend_flag[npend] = 1
+                    pend_tts[npend] = deadline(W_sts[ao], window)
+                    npend += 1
+                release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao])
             ao += 1
             na -= 1
             timed_out = True
@@ -612,8 +648,9 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
         if timed_out:
             if npend - npend0 > 1:
                 sort_by_path(pend_node, pend_g, pend_flag, pend_tts, npend0, npend, n_row, n_stage, n_parent)
-            if nh > 0:
-                ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, 0, nh, npend, g)
+            if npot > 0 or nh > 0:
+                ao, na, nh, npend = settle_matches(opts, mode, W, done, aux, Q, E, buf, P, k, ao, na, npot, nh, npend,
+                                                   g)
         if final_tick:
             continue
         # 2. computeNextStates, every run in start order, then the start run, the new list written
@@ -694,14 +731,16 @@ def generate(prog: CompiledPattern) -> str:
     p = prog.nfa
     branches: list[str] = []
     for s in range(p.n_states):
-        if int(p.state_kind[s]) != kc.FINAL and s != int(p.start_state):
+        if int(p.state_kind[s]) not in (kc.FINAL, kc.STOP) and s != int(p.start_state):
             branches += _state_branch(prog, s, not branches)
     if not branches:
         branches = ["            pass"]
     scans: list[str] = []
     for c in sorted({int(prog.sleep_cond[s]) for s in range(p.n_states) if _waits(prog, s)}):
         scans += _scan(prog, c) or []
-    src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
+    pending = " or ".join(f"W_state[ao] == {s}" for s in range(p.n_states) if _kind(prog, s) == kc.PENDING)
+    src = (_RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
+           .replace("{pending}", pending or "False"))
     return _HEAD + codegen.HELPERS + "\n".join(scans) + "\n" + src
 
 

@@ -4,7 +4,7 @@
 ``colcep.engine.stepgen`` generates for the pattern's shape, built or loaded before the first
 batch) or "auto" (that step compiled in a background thread started at the first batch, the
 generic kernel running meanwhile; the Matcher switches at the first batch boundary after it is
-ready). A pattern the generator does not write (``stepgen.unsupported``: negation) runs on the
+ready). A pattern the generator does not write (``stepgen.unsupported``: a too wide state) runs on the
 generic kernel in both. The tiers share the state layout, so a state moves between them at any
 batch boundary. A failed generation or compile falls back to the generic kernel with a warning.
 "specialised", the name of an earlier tier the compiled step replaced, is taken as "compiled".
