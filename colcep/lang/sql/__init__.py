@@ -37,7 +37,10 @@ def sql(query: str, time_unit: str = "ms", semantics: str = "standard", **tables
       accepting more than Flink (see :mod:`colcep.lang.sql.query`); ``time_unit`` is the unit
       of an integer time column;
     - ``"flink"``: exactly Flink 2.3 SQL, and only the queries it runs (a ``SqlError`` where
-      Flink refuses the query or fails the job)."""
+      Flink refuses the query or fails the job).
+
+    In every mode a query past :mod:`colcep.lang.sql.limits` (its length, nesting, pattern size)
+    is a ``SqlError`` naming the clause and the limit."""
     if semantics not in SEMANTICS:
         raise ValueError(f"semantics must be one of {', '.join(map(repr, SEMANTICS))}, got {semantics!r}")
     if any(type(t).__module__.startswith("pyspark.") for t in tables.values()):

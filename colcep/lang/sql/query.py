@@ -100,15 +100,16 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
-from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from colcep.errors import PatternError
 from colcep.lang.sql.flink import refused_by_flink
+from colcep.lang.sql.limits import (MAX_CONDITION_CASES, MAX_CONDITION_SIZE, check_pattern, check_query, check_tree,
+                                   deep_stack)
 from colcep.lang.sql.syntax import SqlError, _err, case_branches, function_args, function_name
 from colcep.expr import Expr, col, count, first, last, lit, prev
 from colcep.expr import _agg as _make_agg
@@ -124,8 +125,7 @@ _INTERVAL_UNITS = {"MILLISECOND": "ms", "MILLISECONDS": "ms", "SECOND": "s", "SE
 def _split_within(query: str) -> tuple[str, str | None]:
     """Take Flink's ``WITHIN INTERVAL 'n' UNIT`` out of the query (sqlglot does not know it),
     located with sqlglot's tokenizer; returns (query without it, colcep window or None)."""
-    from sqlglot.tokens import Tokenizer
-    toks = Tokenizer().tokenize(query)
+    toks = _tokens(query)
     for i, t in enumerate(toks):
         if t.text.upper() == "WITHIN" and i + 1 < len(toks) and toks[i + 1].text.upper() == "INTERVAL":
             if i + 3 >= len(toks):
@@ -143,14 +143,22 @@ def _split_within(query: str) -> tuple[str, str | None]:
 def _normalise_skip(query: str) -> str:
     """``AFTER MATCH SKIP TO x`` is ``SKIP TO LAST x`` (SQL standard); sqlglot parses only the
     long form, so the LAST is put in (tokens located with sqlglot's tokenizer)."""
-    from sqlglot.tokens import Tokenizer
-    toks = Tokenizer().tokenize(query)
+    toks = _tokens(query)
     words = [t.text.upper() for t in toks]
     for i in range(len(toks) - 4):
         if words[i:i + 4] == ["AFTER", "MATCH", "SKIP", "TO"] and words[i + 4] not in ("FIRST", "LAST", "NEXT"):
             at = toks[i + 4].start
             return query[:at] + "LAST " + query[at:]
     return query
+
+
+def _tokens(query: str) -> list:
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import Tokenizer
+    try:
+        return Tokenizer().tokenize(query)
+    except TokenError as exc:
+        raise SqlError(f"syntax error: {exc}") from None
 
 
 def _parse_sql(query: str):
@@ -163,6 +171,10 @@ def _parse_sql(query: str):
         raise SqlError(f"syntax error at line {e.get('line', '?')}, column {e.get('col', '?')} near "
                        f"{e.get('highlight', '')!r}: {e.get('description', str(exc))}") from None
     except TokenError as exc:
+        raise SqlError(f"syntax error: {exc}") from None
+    except RecursionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - sqlglot fails on some malformed input with its own errors
         raise SqlError(f"syntax error: {exc}") from None
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
@@ -304,6 +316,21 @@ def _parse_pattern(text: str) -> list[_Item]:
     return seq(tree)
 
 
+def _size(items: list[_Item]) -> int:
+    """The pattern's positions written out: a quantified item repeated ``m`` times for ``{n,m}``,
+    ``n + 1`` for ``{n,}`` (the NFA's states, about)."""
+    total = 0
+    for it in items:
+        if it.kind == "var":
+            inner = 1
+        elif it.kind == "alt":
+            inner = sum(_size(b) for b in it.alts or [])
+        else:
+            inner = _size(it.items or [])
+        total += inner * max(it.hi if it.hi is not None else it.lo + 1, 1)
+    return total
+
+
 def _text(items: list[_Item]) -> str:
     return " ".join(it.text for it in items)
 
@@ -396,8 +423,36 @@ def _and(a: Expr | None, b: Expr | None) -> Expr | None:
     return a if b is None else a & b
 
 
+class _TooManyCases(Exception):
+    """A DEFINE value split into more than ``MAX_CONDITION_CASES`` alternatives."""
+
+
+def _cases(alts: Alts) -> Alts:
+    if len(alts) > MAX_CONDITION_CASES:
+        raise _TooManyCases
+    return alts
+
+
 def _combine(xs: Alts, ys: Alts, fn) -> Alts:
+    if len(xs) * len(ys) > MAX_CONDITION_CASES:
+        raise _TooManyCases
     return [(_and(g1, g2), fn(e1, e2)) for g1, e1 in xs for g2, e2 in ys]
+
+
+def _tree_size(e: Expr) -> int:
+    """The nodes of ``e`` as a tree, a part shared by several parents counted at each (what the
+    engine's compiler walks), in time linear in the distinct nodes."""
+    sizes: dict[int, int] = {}
+    todo = [e]
+    while todo:
+        node = todo[-1]
+        kids = [a for a in node.args if isinstance(a, Expr) and id(a) not in sizes]
+        if kids:
+            todo.extend(kids)
+            continue
+        todo.pop()
+        sizes[id(node)] = 1 + sum(sizes[id(a)] for a in node.args if isinstance(a, Expr))
+    return sizes[id(e)]
 
 
 def _collapse(alts: Alts) -> Expr:
@@ -423,9 +478,21 @@ class _Define:
         self.helpers = helpers
 
     def condition(self, var: str, node) -> Expr:
+        """``var``'s condition; a SqlError past ``MAX_CONDITION_CASES`` or ``MAX_CONDITION_SIZE``
+        (CASE, ABS, FLOOR, CEIL and aggregates of ``var`` itself split a value into cases)."""
         self.var = var
         self.node = node
-        return _collapse(self.truth(node, True))
+        why = (f"the condition splits into more cases than colcep's limit of {MAX_CONDITION_CASES:,} (CASE, ABS, "
+               "FLOOR, CEIL and aggregates of the variable being defined split a value by cases)")
+        try:
+            cond = _collapse(self.truth(node, True))
+        except _TooManyCases:
+            raise _err(f"DEFINE {var}", "", why) from None
+        size = _tree_size(cond)
+        if size > MAX_CONDITION_SIZE:
+            raise _err(f"DEFINE {var}", "", f"the condition expands to {size:,} terms, more than colcep's limit of "
+                       f"{MAX_CONDITION_SIZE:,} (a CASE's WHEN is repeated in each of its branches' conditions)")
+        return cond
 
     _NEGATED = {"__eq__": "__ne__", "__ne__": "__eq__", "__lt__": "__ge__", "__ge__": "__lt__",
                 "__gt__": "__le__", "__le__": "__gt__"}
@@ -546,7 +613,7 @@ class _Define:
                 cases = {exp.Abs: [(e >= 0, e), (e < 0, -e)], exp.Floor: [(e >= t, t), (e < t, t - 1)],
                          exp.Ceil: [(e <= t, t), (e > t, t + 1)]}[type(node)]
                 out += [(_and(g, when), v) for when, v in cases] + [(_and(g, e.is_null()), lit(None))]
-            return out
+            return _cases(out)
         if isinstance(node, exp.Mod):      # the sign of the dividend, as SQL (and Java) have it
             return _combine(self.value(node.this), self.value(node.expression), lambda a, b: a - b * a.quot(b))
         if isinstance(node, exp.Func) and function_name(node) in ("PREV", "NEXT", "LAG", "LEAD"):
@@ -566,7 +633,7 @@ class _Define:
             hit = None if cond is None else _collapse(self.truth(cond, True))
             out += [(_and(_and(before, hit), g), e) for g, e in branch_value(value)]
             before = None if cond is None else _and(before, ~hit)
-        return out
+        return _cases(out)
 
     def _first_last(self, node, fn: str, args, n: int | None = None) -> Alts:
         """``FIRST``/``LAST(X.col, n)``: the n-th row from X's first / last row. A variable's rows
@@ -852,49 +919,15 @@ SEMANTICS = ("cep", "flink")
 
 
 def _analyse(query: str, tables: "dict[str, Any] | None", semantics: str = "cep") -> _Query:
-    """The query parsed and checked (a nesting deeper than the parser can follow is a SqlError)."""
+    """The query parsed and checked, within the limits of :mod:`colcep.lang.sql.limits`."""
     if semantics not in SEMANTICS:
         raise ValueError(f"semantics must be one of {', '.join(map(repr, SEMANTICS))}, got {semantics!r}")
-    with too_deep_is_an_error(query):
+    check_query(query)
+    with deep_stack(query):
         q = _analyse_query(query, tables, semantics)
         if q.flink:
             refused_by_flink(q)
         return q
-
-
-@contextmanager
-def too_deep_is_an_error(query: str) -> Iterator[None]:
-    """Turn a RecursionError (the parser, or lowering an expression, nested past Python's stack)
-    into a SqlError naming the clause, and DEFINE's variable, where the query nests deepest."""
-    try:
-        yield
-    except RecursionError:
-        raise _too_deep(query) from None
-
-
-_CLAUSES = ("SELECT", "PARTITION", "ORDER", "MEASURES", "PATTERN", "DEFINE", "AFTER", "WITHIN")
-
-
-def _too_deep(query: str) -> SqlError:
-    from sqlglot.tokens import Tokenizer
-    depth, base, clause, var, prev = 0, 0, "SELECT", None, None
-    deepest, where = 0, "SELECT"
-    for tok in Tokenizer().tokenize(query):
-        word = tok.text.upper()
-        if word == "(":
-            depth += 1
-            if depth - base > deepest:
-                deepest, where = depth - base, f"{clause} {var}" if clause == "DEFINE" and var else clause
-        elif word == ")":
-            depth -= 1
-        elif word in _CLAUSES:
-            clause, base, var = word if word not in ("PARTITION", "ORDER") else f"{word} BY", depth, None
-            clause = "AFTER MATCH SKIP" if word == "AFTER" else clause
-        elif word == "AS" and clause == "DEFINE" and depth == base and prev is not None:
-            var = prev
-        prev = tok.text
-    return SqlError(f"{where}: the expression nests {deepest} parentheses deep, more than colcep's SQL parser can "
-                    "follow; write it with fewer parentheses")
 
 
 def _analyse_query(query: str, tables: "dict[str, Any] | None", semantics: str) -> _Query:
@@ -947,9 +980,9 @@ def _analyse_query(query: str, tables: "dict[str, Any] | None", semantics: str) 
         raise _err("PATTERN", mr, "missing PATTERN")
     items = _parse_pattern(pnode.name)
     variables: list[str] = []
-
     for it in items:
         variables.extend(v for v in it.variables() if v not in variables)
+    check_pattern(len(variables), _size(items))
     if _can_be_empty(items):
         raise _err("PATTERN", pnode.name, "a pattern that can match no row is not supported (as in Flink)")
     # AFTER MATCH SKIP
@@ -983,6 +1016,7 @@ def _analyse_query(query: str, tables: "dict[str, Any] | None", semantics: str) 
                        f"({', '.join(variables)})")
         if name in define:
             raise _err("DEFINE", d.args.get("alias") or d, f"{name!r} is defined twice")
+        check_tree(f"DEFINE {name}", d.this)
         define[name] = d.this
     measures = []
     for mnode in mr.args.get("measures") or []:
@@ -990,7 +1024,10 @@ def _analyse_query(query: str, tables: "dict[str, Any] | None", semantics: str) 
         a = mnode.this
         if not isinstance(a, exp.Alias):
             raise _err("MEASURES", a, "each measure needs a name: <expression> AS name")
+        check_tree(f"MEASURES {a.alias}", a.this)
         measures.append((a.alias, a.this, frame))
+    for e in tree.expressions:
+        check_tree("SELECT", e)
     return _Query(tname, alias, list(tree.expressions), part, order[0], order, measures,
                   rows_s == "ALL ROWS PER MATCH", skip, items, variables, define, window, semantics, tree)
 
@@ -1002,7 +1039,7 @@ def compile_query(query: str, columns: "list[str] | pa.Schema", semantics: str =
     ``NEXT(col, k)`` and ``FIRST(X.col, k)`` in DEFINE, which read the helper column
     ``__colcep_next<k>_<col>`` that :func:`sql` adds before matching. ``columns`` as a schema
     gives SQL's typing (integer arithmetic in Flink mode, COUNT skipping NULLs)."""
-    with too_deep_is_an_error(query):
+    with deep_stack(query):
         q = _analyse(query, None, semantics)
         return _query_pattern(q, list(columns.names) if isinstance(columns, pa.Schema) else list(columns),
                               helpers_for(q, columns))

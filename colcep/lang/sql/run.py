@@ -14,21 +14,29 @@ import pyarrow.compute as pc
 from colcep.engine.inputs import as_table
 from colcep.engine.keys import KeyCodes
 from colcep.engine.matcher import match
+from colcep.errors import PatternError
 from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query, as_float64,
-                                    _query_pattern, case_branches, function_args, function_name, helpers_for, NULL_SENTINEL,
-                                    too_deep_is_an_error)
+                                    _query_pattern, case_branches, function_args, function_name, helpers_for, NULL_SENTINEL)
+from colcep.lang.sql.limits import deep_stack
 from colcep.skip import SkipToFirst, SkipToLast
 
 def run(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any) -> pa.Table:
     """The query over in-process tables (pyarrow Tables, pandas or polars DataFrames): the
     matches through the engine, then MEASURES per match (see :func:`colcep.sql`)."""
-    with too_deep_is_an_error(query):
+    with deep_stack(query):
         return _run(query, time_unit, semantics, tables)
 
 
 def _run(query: str, time_unit: str, semantics: str, tables: dict) -> pa.Table:
     prep = prepare(query, semantics, tables)
-    out = match(prep.work, prep.pattern, key=prep.key, time=prep.q.time, columns=[], time_unit=time_unit)
+    try:
+        out = match(prep.work, prep.pattern, key=prep.key, time=prep.q.time, columns=[], time_unit=time_unit)
+    except SqlError:
+        raise
+    except PatternError as exc:     # the engine's checks against the input's types: a stage is a DEFINE
+        msg = str(exc)
+        raise SqlError(re.sub(r"^stage '([^']*)'", r"DEFINE \1", msg) if msg.startswith("stage '") else
+                       f"PATTERN: {msg}") from None
     return prep.measures.evaluate(out, prep.work, prep.key_codes, prep.order_idx)
 
 

@@ -15,6 +15,7 @@ from colcep.engine.interrupt import call, new_stop_flag
 from colcep.errors import CapacityError
 from colcep.kernels import rowpattern as K
 from colcep.kernels.arrays import group_by_key
+from colcep.lang.sql.limits import deep_stack
 from colcep.lang.sql.standard.measures import Frame, Matches, rowwise
 from colcep.lang.sql.standard.program import Program, compile_program
 from colcep.lang.sql.standard.syntax import Query, StdError, parse
@@ -29,7 +30,8 @@ def run(query: str, tables: dict[str, Any]) -> pa.Table:
         if len(tables) != 1 or q.table:
             raise StdError(f"FROM: unknown table {q.table!r}: pass it as colcep.sql(query, {q.table or 't'}=table)")
         q.table = next(iter(tables))
-    return run_table(q, as_table(tables[q.table]))
+    with deep_stack(query):
+        return run_table(q, as_table(tables[q.table]))
 
 
 def _kind(t: pa.DataType) -> str:

@@ -14,6 +14,7 @@ order, in lexicographic order; anchors ``ASSERT_START`` / ``ASSERT_END``; ``MATC
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from colcep.lang.sql.limits import MAX_EXPRESSION_DEPTH, check_pattern, check_query, check_tree, deep_stack
 from colcep.lang.sql.syntax import SqlError
 
 __all__ = ["Query", "parse", "compile_pattern", "Ins", "StdError"]
@@ -57,6 +59,16 @@ def _depth0(text: str) -> list[bool]:
     return out
 
 
+def _strip_block_comments(query: str) -> str:
+    """``/* ... */`` comments as spaces, in one pass (a lazy regex rescans the rest of the query
+    from every unclosed ``/*``)."""
+    out, i = [], 0
+    while (j := query.find("/*", i)) >= 0 and (k := query.find("*/", j + 2)) >= 0:
+        out += [query[i:j], " "]
+        i = k + 2
+    return "".join(out) + query[i:]
+
+
 def _split_top(text: str, sep: str = ",") -> list[str]:
     top = _depth0(text)
     parts, start = [], 0
@@ -84,18 +96,20 @@ class Query:
 
 
 def parse(query: str) -> Query:
-    """The query's clauses; a StdError names what could not be read."""
+    """The query's clauses, within the limits of :mod:`colcep.lang.sql.limits`; a StdError names
+    what could not be read."""
+    check_query(query)
     try:
-        return _parse(query)
-    except StdError:
+        with deep_stack(query):
+            return _parse(query)
+    except SqlError:
         raise
     except (KeyError, AttributeError, IndexError, ValueError, sqlglot.errors.SqlglotError) as e:
         raise StdError(f"MATCH_RECOGNIZE: could not parse the query ({type(e).__name__}: {e})") from None
 
 
 def _parse(query: str) -> Query:
-    query = re.sub(r"/\*.*?\*/", " ", query, flags=re.S)
-    query = re.sub(r"--[^\n]*", " ", query)
+    query = re.sub(r"--[^\n]*", " ", _strip_block_comments(query))
     m = re.search(r"MATCH_RECOGNIZE\s*\(", query, re.I)
     if not m:
         raise StdError("no MATCH_RECOGNIZE clause")
@@ -106,7 +120,7 @@ def _parse(query: str) -> Query:
         depth += {"(": 1, ")": -1}.get(query[i], 0)
         i += 1
     body = query[m.end():i - 1]
-    sel = re.match(r"\s*SELECT\s+(.*?)\s+FROM\s", query, re.I | re.S)
+    sel = re.match(r"\s*SELECT\s+(.*?\S)\s+FROM\s", query, re.I | re.S)   # (\S: linear over runs of spaces)
     select = _select_list(sel.group(1)) if sel else []
     frm = re.search(r"\bFROM\s+(\"[^\"]+\"|\w+)\s+MATCH_RECOGNIZE", query, re.I)
     top = _depth0(body)
@@ -161,15 +175,22 @@ def _parse(query: str) -> Query:
         raise StdError("PATTERN: WITHIN is Flink's extension, not the standard's; run the query with "
                        "semantics='cep' or 'flink'")
     q.pattern = PatternParser(text[1:-1]).parse()
+    check_tree("PATTERN", q.pattern, _pattern_parts, MAX_EXPRESSION_DEPTH, "the pattern")
     q.variables = sorted(_pattern_vars(q.pattern))
+    check_pattern(len(q.variables), pattern_size(q.pattern))
     if "DEFINE" in parts:
         for d in _split_top(parts["DEFINE"][1]):
             mm = re.match(r"\s*(\"[^\"]+\"|\w+)\s+AS\s+(.*)$", d, re.I | re.S)
-            q.define[_ident(mm.group(1))] = _expr(mm.group(2))
+            if mm is None:
+                raise StdError(f"DEFINE: expected <variable> AS <condition>, got {d[:80]!r}")
+            q.define[_ident(mm.group(1))] = _expr(mm.group(2), f"DEFINE {_ident(mm.group(1))}")
     if "MEASURES" in parts:
         for d in _split_top(parts["MEASURES"][1]):
-            mm = re.match(r"(.*)\s+AS\s+(\"[^\"]+\"|\w+)\s*$", d, re.I | re.S)
-            q.measures.append((_ident(mm.group(2)).lower(), _expr(mm.group(1))))
+            mm = re.match(r"(.*\S)\s+AS\s+(\"[^\"]+\"|\w+)\s*$", d, re.I | re.S)
+            if mm is None:
+                raise StdError(f"MEASURES: expected <expression> AS <name>, got {d[:80]!r}")
+            name = _ident(mm.group(2)).lower()
+            q.measures.append((name, _expr(mm.group(1), f"MEASURES {name}")))
     _check_variables(q)
     if q.rows == "all_unmatched" and _has_exclusion(q.pattern):
         raise StdError("Pattern exclusion syntax is not allowed when ALL ROWS PER MATCH WITH UNMATCHED ROWS is specified")
@@ -255,7 +276,7 @@ def _select_list(text: str) -> list[tuple[str, str]]:
         return []
     out = []
     for item in _split_top(text):
-        item = re.sub(r"^CAST\s*\((.*)\s+AS\s+[\w() ,]+\)(?=\s+AS\s|\s*$)", r"\1", item.strip(), flags=re.I)
+        item = re.sub(r"^CAST\s*\((.*\S)\s+AS\s+[\w() ,]+\)(?=\s+AS\s|\s*$)", r"\1", item.strip(), flags=re.I)
         mm = re.match(r"(?:\w+\.)?(\w+)(?:\s+AS\s+(\w+))?\s*$", item.strip(), re.I)
         if not mm:
             raise StdError(f"select item not understood by the reference: {item!r}")
@@ -263,11 +284,13 @@ def _select_list(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _expr(text: str):
+def _expr(text: str, clause: str):
     text = re.sub(r"\b(RUNNING|FINAL)\s+(\w+)\s*\(", lambda m: f"__{m.group(1).lower()}_{m.group(2).lower()}(", text,
                   flags=re.I)
     text = re.sub(r"\b(\"[^\"]+\"|\w+)\.\*", lambda m: f"__allrows({m.group(1)})", text)
-    return sqlglot.parse_one("SELECT " + text, read="trino").expressions[0]
+    node = sqlglot.parse_one("SELECT " + text, read="trino").expressions[0]
+    check_tree(clause, node)
+    return node
 
 
 # ====================================================================== PATTERN
@@ -418,6 +441,26 @@ def _pattern_vars(node) -> set[str]:
     if isinstance(node, (Seq, Alt, Perm)):
         return set().union(*(_pattern_vars(p) for p in node.parts)) if node.parts else set()
     return set()
+
+
+def _pattern_parts(node) -> tuple:
+    if isinstance(node, (Seq, Alt, Perm)):
+        return node.parts
+    return (node.node,) if isinstance(node, (Rep, Excl)) else ()
+
+
+def pattern_size(node) -> int:
+    """The pattern's variable positions written out (as :mod:`colcep.lang.sql.limits` counts
+    them): a quantified operand repeated ``m`` times for ``{n,m}`` and ``n + 1`` times for
+    ``{n,}`` (an empty one counting one), ``PERMUTE`` every order, an anchor one."""
+    if isinstance(node, (Var, Anchor)):
+        return 1
+    if isinstance(node, Excl):
+        return pattern_size(node.node)
+    if isinstance(node, Rep):
+        return max(pattern_size(node.node), 1) * max(node.hi if node.hi is not None else node.lo + 1, 1)
+    parts = sum(pattern_size(p) for p in node.parts)
+    return parts * math.factorial(min(len(node.parts), 20)) if isinstance(node, Perm) else parts  # 20!: past any limit
 
 
 def _has_exclusion(node) -> bool:
