@@ -50,6 +50,8 @@ directly.
 """
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -387,6 +389,7 @@ class _StreamFn:
     def __call__(self, key: tuple, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         from colcep.spark.batch import _warm_kernels
 
+        quiet_worker()
         spec = self.spec
         _warm_kernels(spec)
         parts = [_from_pandas(p, spec.in_schema) for p in pdfs if len(p)]
@@ -404,6 +407,18 @@ class _StreamFn:
             state.setTimeoutTimestamp(timer_ms(wake, wm_ms))
         if out.num_rows:
             yield out.to_pandas()
+
+
+#: What pandas 2.x says when PySpark 4's worker pads a micro-batch's output with all-NA rows
+#: (``pd.concat`` in its ``applyInPandasWithState`` loop), once per micro-batch.
+_PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries is deprecated"
+
+
+def quiet_worker() -> None:
+    """Ignore, in the Python worker that calls it, the one FutureWarning PySpark's own code
+    raises once the micro-batch's calls are done (:data:`_PADDING_WARNING`): the worker's
+    stderr is the console's. Warnings filters are per process: the driver's do not reach it."""
+    warnings.filterwarnings("ignore", message=re.escape(_PADDING_WARNING), category=FutureWarning)
 
 
 def check_buckets(stored: int, now: int) -> None:

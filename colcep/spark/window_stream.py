@@ -24,7 +24,7 @@ import pyarrow as pa
 from colcep.engine.keys import KeyCodes
 from colcep.engine.watermark import time_values
 from colcep.errors import InputError
-from colcep.spark.stream import _DELAY_KEY, _WM_COL, _WM_FAR, _from_pandas, _watermark_ms, timer_ms
+from colcep.spark.stream import _DELAY_KEY, _WM_COL, _WM_FAR, _from_pandas, _watermark_ms, quiet_worker, timer_ms
 from colcep.spark.windows import _firings_given, _SparkPlan
 from colcep.windows.aggregation import _parse_aggs
 from colcep.windows.aggregator import _fired_table, _firing_mode, _firing_program
@@ -49,6 +49,7 @@ class _WindowFn:
         self.spec = _resolve(plan.window, self.unit)
 
     def __call__(self, key: tuple, pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        quiet_worker()
         plan = self.plan
         parts = [_from_pandas(p, self.in_schema) for p in pdfs if len(p)]
         rows = pa.concat_tables(parts) if parts else self.in_schema.empty_table()
