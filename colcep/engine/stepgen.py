@@ -509,17 +509,17 @@ import numpy as np
 from numba import njit
 
 from colcep.kernels.buffer import alloc, release
-from colcep.kernels.codes import BIG, TIME_MAX
+from colcep.kernels.codes import BIG
 from colcep.kernels.matches import flush_pending
 from colcep.kernels.nfa import (AO, DEAD, DONE, HALF, INTERRUPTED, J, KEY, N_EVENTS, N_ROWS, NA, NE, NEED_OUT, NEED_ROOM,
-                                NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, settle_matches)
+                                NH, NM, NPEND, OVER_CAPACITY, PARKS, ROOM, ROW_LO, STAMP, advance_time, settle_matches)
 from colcep.kernels.matches import dominated
 from colcep.kernels.park import (A_KEY, A_SEQ, A_SLOT, P_SEG, P_SEQ, P_STS, PM_NK, emit_woken, first_look,
                                  n_thresholds, park_fits, park_pass, park_room, park_start, sort_by_path, take_woken,
                                  then_look, timeouts)
 from colcep.kernels.conds import SCAN_AHEAD, next_event
 from colcep.kernels.merge import merge_runs
-from colcep.kernels.runs import deadline, expired, last_time, short_of_room, turn_v_arena
+from colcep.kernels.runs import expired, last_time, short_of_room, turn_v_arena
 from colcep.kernels.runs import move_run_call as move_run
 from colcep.kernels.vm import _agg, eval_program
 from colcep.kernels.vm import compare_call as compare
@@ -618,29 +618,11 @@ def run_key(prog, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur,
             break
         turn_v_arena(W_v, W_vs, v_at, ao, na, need + nk, cap, vw)
         j += 1
-        # 1. advanceTime: the runs whose window has passed (a prefix: runs are in start order) time
-        # out, as timed-out partial matches when they are wanted (in path order)
+        # 1. advanceTime (the generic kernel's): the runs whose window has passed (a prefix: runs
+        # are in start order) time out, as timed-out partial matches when they are wanted (in path
+        # order); a trailing not_followed_by's run completes instead
         npend0 = npend
-        timed_out = False
-        npot = 0
-        while window > 0 and na > 0 and ((final_tick and t == TIME_MAX) or expired(t, W_sts[ao], window)):
-            if {pending}:  # a trailing not_followed_by: its window passing completes it
-                p_node[npot] = W_node[ao]
-                p_sts[npot] = W_sts[ao]
-                p_spos[npot] = W_spos[ao]
-                npot += 1
-            else:
-                if want_timeouts:
-                    n_ref[W_node[ao]] += 1
-                    pend_node[npend] = W_node[ao]
-                    pend_g[npend] = g
-                    pend_flag[npend] = 1
-                    pend_tts[npend] = deadline(W_sts[ao], window)
-                    npend += 1
-                release(n_row, n_stage, n_parent, n_ref, meta, W_node[ao])
-            ao += 1
-            na -= 1
-            timed_out = True
+        timed_out, ao, na, npot, npend = advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick)
         if KL[k] > 0 and parked_expire:  # and the parked runs whose window has passed
             parked_out, npend = timeouts(P, k, t, window, final_tick, want_timeouts, g, pend_node, pend_g, pend_flag,
                                          pend_tts, npend, n_row, n_stage, n_parent, n_ref, meta)
@@ -738,9 +720,7 @@ def generate(prog: CompiledPattern) -> str:
     scans: list[str] = []
     for c in sorted({int(prog.sleep_cond[s]) for s in range(p.n_states) if _waits(prog, s)}):
         scans += _scan(prog, c) or []
-    pending = " or ".join(f"W_state[ao] == {s}" for s in range(p.n_states) if _kind(prog, s) == kc.PENDING)
-    src = (_RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
-           .replace("{pending}", pending or "False"))
+    src = _RUN_KEY.replace("{branches}", "\n".join(branches)).replace("{start}", "\n".join(_start_branch(prog)))
     return _HEAD + codegen.HELPERS + "\n".join(scans) + "\n" + src
 
 
