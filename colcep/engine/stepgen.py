@@ -407,8 +407,9 @@ def _take(prog: CompiledPattern, s: int, stays: bool) -> list[str]:
 
 def _waiting_step(prog: CompiledPattern, s: int) -> list[str]:
     """A listed run in a waiting state ``s`` (TAKE under ``c``, IGNORE back under ``not c`` or
-    true): looked at only from the event its scan found (``W_wake``), as in the generic step,
-    after the rule that drops a run beside the one listed before it (``first_thr``)."""
+    true; or a trailing ``not_followed_by``'s PENDING state, ended by its negated event): looked
+    at only from the event its scan found (``W_wake``), as in the generic step, after the rule
+    that drops a run beside the one listed before it (``first_thr``)."""
     takes = [c for a, _, c in _edges(prog, s) if a == kc.TAKE]
     (_, _, ic), = [e for e in _edges(prog, s) if e[0] == kc.IGNORE]
     sc = int(prog.sleep_cond[s])
