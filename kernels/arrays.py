@@ -42,25 +42,61 @@ def group_by_key(codes, n_keys):
 
 
 @njit(cache=True, nogil=True)
-def key_ordered(pos, ts, masks, cols, start_mask):
-    """The batch's columns in key order: entry ``i`` of each output is row ``pos[i]`` of its
-    input (``group_by_key``'s order), so that the events a kernel call steps one after the other
-    lie next to each other in memory instead of a key's share of the rows apart."""
-    n = pos.shape[0]
-    ts_k = np.empty(n, np.int64)
-    start_k = np.empty(n, start_mask.dtype)
+def layout_rows(codes, n_keys, threads, chunk):
+    """A batch's rows (key ``codes``) in the order the kernel calls read them: shard by shard
+    (key code ``c`` in shard ``c % threads`` as its local key ``c // threads``), each shard's rows
+    in calls of ``chunk[s]`` consecutive rows (arrival order), each call's rows grouped by local
+    key, a key's rows in arrival order. Returns ``(rows, call_lo, call_shard, kp_off, key_ptr)``:
+    the row positions in that order; call ``c`` takes ``rows[call_lo[c]:call_lo[c + 1]]`` of shard
+    ``call_shard[c]``, its rows per local key given by ``key_ptr[kp_off[c]:kp_off[c + 1]]``
+    (offsets within the call); calls come shard by shard."""
+    n = codes.shape[0]
+    shard_lo = np.zeros(threads + 1, np.int64)
     for i in range(n):
-        ts_k[i] = ts[pos[i]]
-        start_k[i] = start_mask[pos[i]]
-    masks_k = np.empty((masks.shape[0], n), masks.dtype)
-    for x in range(masks.shape[0]):
-        for i in range(n):
-            masks_k[x, i] = masks[x, pos[i]]
-    cols_k = np.empty((cols.shape[0], n), cols.dtype)
-    for x in range(cols.shape[0]):
-        for i in range(n):
-            cols_k[x, i] = cols[x, pos[i]]
-    return ts_k, masks_k, cols_k, start_k
+        shard_lo[codes[i] % threads + 1] += 1
+    n_calls = 0
+    n_ptr = 0
+    for s in range(threads):
+        rows_s = shard_lo[s + 1]
+        calls_s = (rows_s + chunk[s] - 1) // chunk[s]
+        n_calls += calls_s
+        n_ptr += calls_s * ((n_keys - s + threads - 1) // threads + 1)
+        shard_lo[s + 1] += shard_lo[s]
+    by_shard = np.empty(n, np.int64)  # rows shard by shard, arrival order within each
+    at = shard_lo[:threads].copy()
+    for i in range(n):
+        s = codes[i] % threads
+        by_shard[at[s]] = i
+        at[s] += 1
+    rows = np.empty(n, np.int64)
+    call_lo = np.empty(n_calls + 1, np.int64)
+    call_shard = np.empty(n_calls, np.int64)
+    kp_off = np.empty(n_calls + 1, np.int64)
+    key_ptr = np.zeros(n_ptr, np.int64)
+    c = 0
+    kp_off[0] = 0
+    for s in range(threads):
+        n_local = (n_keys - s + threads - 1) // threads
+        cursor = np.empty(max(n_local, 1), np.int64)
+        for lo in range(shard_lo[s], shard_lo[s + 1], chunk[s]):
+            hi = min(lo + chunk[s], shard_lo[s + 1])
+            p = kp_off[c]
+            for j in range(lo, hi):
+                key_ptr[p + codes[by_shard[j]] // threads + 1] += 1
+            for k in range(n_local):
+                key_ptr[p + k + 1] += key_ptr[p + k]
+                cursor[k] = key_ptr[p + k]
+            for j in range(lo, hi):
+                r = by_shard[j]
+                k = codes[r] // threads
+                rows[lo + cursor[k]] = r
+                cursor[k] += 1
+            call_lo[c] = lo
+            call_shard[c] = s
+            kp_off[c + 1] = p + n_local + 1
+            c += 1
+    call_lo[n_calls] = n
+    return rows, call_lo, call_shard, kp_off, key_ptr
 
 
 @njit(cache=True, nogil=True)
@@ -224,20 +260,3 @@ def place_events(dst_start, order, m_off, e_row, e_stage, match_a, match_b, out_
             out_a[d] = a
             out_b[d] = b
             d += 1
-
-
-@njit(cache=True, nogil=True)
-def shard_rows(codes, key_shard, key_local, s):
-    """The positions of the rows whose key is in shard ``s`` (``key_shard[code]``), in order,
-    and their keys' codes in that shard (``key_local[code]``): one thread's rows."""
-    n = codes.shape[0]
-    rows = np.empty(n, np.int64)
-    local = np.empty(n, np.int64)
-    w = 0
-    for i in range(n):
-        c = codes[i]
-        if key_shard[c] == s:
-            rows[w] = i
-            local[w] = key_local[c]
-            w += 1
-    return rows[:w], local[:w]

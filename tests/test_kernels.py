@@ -618,30 +618,32 @@ def test_dewey_rules():
     assert not dewey_compatible((1,), (1, 0))          # shorter never
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 6), max_size=60), st.integers(0, 3), st.integers(0, 3), st.randoms(use_true_random=False))
-def test_key_batch_gathers_each_key_s_rows_in_order(keys, n_masks, n_cols, rnd):
-    """``state.key_batch`` (``kernels.arrays.key_ordered``) against a plain-Python grouping: the
-    rows of each key in input order, every column's value at its row, and each row's position."""
-    from colcep.engine.state import key_batch
-    n = len(keys)
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=80), st.integers(1, 4), st.lists(st.integers(1, 30), min_size=4, max_size=4),
+       st.booleans())
+def test_layout_groups_each_call_s_rows_by_key(keys, threads, chunk, with_tick):
+    """``layout.build`` (``kernels.arrays.layout_rows``) against a plain-Python layout: per
+    shard (key code % threads) its rows in arrival order, cut into calls of ``chunk[s]`` rows,
+    each call's rows grouped by local key (code // threads) in arrival order; ``key_ptr`` their
+    offsets within the call; an empty call for a shard without rows when a tick is due."""
+    from colcep.engine import layout
     codes = np.array(keys, np.int64)
-    n_keys = int(codes.max(initial=-1)) + 1
-    ts = np.array([rnd.randrange(-2**62, 2**62) for _ in range(n)], np.int64)
-    masks = np.array([[rnd.randrange(2) for _ in range(n)] for _ in range(n_masks)], np.uint8).reshape(n_masks, n)
-    cols = np.array([[rnd.random() for _ in range(n)] for _ in range(n_cols)], np.float64).reshape(n_cols, n)
-    start = np.array([rnd.randrange(2) for _ in range(n)], np.uint8)
-    key_ptr, order, row0, ts_k, masks_k, cols_k, start_k, pos = key_batch(codes, n_keys, None, 5, ts, masks, cols,
-                                                                          start)
-    want = [i for k in range(n_keys) for i in range(n) if keys[i] == k]
-    assert pos.tolist() == want and order.tolist() == list(range(n)) and row0 == 5
-    assert key_ptr.tolist() == [sum(1 for x in keys if x < k) for k in range(n_keys + 1)]
-    assert ts_k.tolist() == [int(ts[i]) for i in want] and start_k.tolist() == [int(start[i]) for i in want]
-    assert masks_k.tolist() == [[int(masks[m, i]) for i in want] for m in range(n_masks)]
-    assert cols_k.tolist() == [[float(cols[c, i]) for i in want] for c in range(n_cols)]
-    assert not ts_k.flags.writeable  # one compiled signature: read-only as time_values gives it
-    # a shard's share: ``rows`` picks the batch's rows, the positions stay the batch's
-    sub = [i for i in range(n) if i % 2 == 0]
-    _, _, _, ts_s, _, _, _, pos_s = key_batch(codes[sub], n_keys, np.array(sub, np.int64), 0, ts, masks, cols, start)
-    want_s = [i for k in range(n_keys) for i in sub if keys[i] == k]
-    assert pos_s.tolist() == want_s and ts_s.tolist() == [int(ts[i]) for i in want_s]
+    n_keys = int(codes.max(initial=-1)) + 1 + (len(keys) % 3)  # keys seen earlier, not in this batch
+    lay = layout.build(codes, n_keys, threads, chunk[:threads], with_tick)
+    assert lay.rows.shape == (len(keys),)
+    at = 0
+    for s in range(threads):
+        mine = [i for i, k in enumerate(keys) if k % threads == s]
+        n_local = len(range(s, n_keys, threads))
+        parts = [mine[a:a + chunk[s]] for a in range(0, len(mine), chunk[s])] or ([[]] if with_tick else [])
+        assert lay.shard_lo[s] == at and len(lay.calls[s]) == len(parts)
+        for j, (call, part) in enumerate(zip(lay.calls[s], parts)):
+            want = [i for k in range(n_local) for i in part if keys[i] // threads == k]
+            assert (call.lo, call.hi, call.last) == (at, at + len(part), j == len(parts) - 1)
+            assert lay.rows[call.lo:call.hi].tolist() == want
+            assert call.key_ptr.tolist() == [sum(1 for i in part if keys[i] // threads < k) for k in range(n_local + 1)]
+            at += len(part)
+        assert lay.shard_lo[s + 1] == at
+    assert lay.order.tolist() == list(range(max((c.hi - c.lo for cs in lay.calls for c in cs), default=0)))
+    ts = np.arange(len(keys), dtype=np.int64) * 3
+    assert lay.gather(ts).tolist() == [3 * i for i in lay.rows]

@@ -191,3 +191,91 @@ def test_progress_only_goes_forward():
     finally:
         many.scan_progress = real
     assert len(seen) > 4 and seen == sorted(seen) and seen[-1] == 120_000
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+    """Every batch runs its shards on the thread pool, in kernel calls of a few rows."""
+    from colcep.engine import matcher as cm
+    from colcep.engine import shards as shd
+
+    monkeypatch.setattr(shd, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(cm, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(cm, "CHUNK_ROWS_PER_KEY", 1)
+
+
+def _mixed_patterns() -> dict:
+    """Patterns reading strings (each its own literals: its own string codes), history
+    (``prev``), a timestamp column and plain numbers, over one input."""
+    from colcep import last, prev
+    return {
+        "venue_a": (cc.Pattern.begin("a").where(col("venue") == "A").followed_by("b")
+                    .where((col("venue") != "A") & (col("price") > last("price", of="a"))).within(50)),
+        "venue_zc": (cc.Pattern.begin("a").where(col("venue").is_in(["Z", "C"])).next("b")
+                     .where(col("venue") == "C").within(40)),
+        "jump": cc.Pattern.begin("a").where(col("price") > prev("price") + 0.01).followed_by("b")
+                .where(col("price") < prev("price", 2)).within(30),
+        "p1": BENCHMARK_PATTERNS["P1"],
+        "when": cc.Pattern.begin("a").where(col("at") > 15).next("b").where(col("at") < last("at", of="a") + 9),
+    }
+
+
+def _mixed_ticks(n: int) -> pa.Table:
+    t = make_ticks(n, 9, 4)
+    rng = np.random.default_rng(3)
+    venue = pa.array(rng.choice(["A", "B", "C", "Z"], n))
+    at = pa.array((t.column("ts").to_numpy() % 40).astype("datetime64[ms]"))
+    return t.append_column("venue", venue).append_column("at", at)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("step", [1 << 20, 997, 61])
+def test_one_pass_equals_each_pattern_alone(always_parallel, threads, step):
+    """The one pass (one key coding, layout and gather for all, per-pattern string codes and
+    history) gives each pattern exactly its own Matcher's output, in any batches, on threads."""
+    t = _mixed_ticks(3000)
+    pats = _mixed_patterns()
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=["price", "venue"], threads=threads)
+    alone = {n: cc.Matcher(p, key="name", time="ts", columns=["price", "venue"], threads=threads)
+             for n, p in pats.items()}
+    outs, want = [], {n: [] for n in pats}
+    for lo in range(0, t.num_rows, step):
+        outs.append(mm.process(t.slice(lo, step)))
+        for n, m in alone.items():
+            want[n].append(m.process(t.slice(lo, step)))
+    out = pa.concat_tables(outs + [mm.close()])
+    for n, m in alone.items():
+        got = _of(out, n)
+        assert got.equals(pa.concat_tables(want[n] + [m.close()])) and got.num_rows > 0, n
+
+
+def test_one_pass_on_threads_raises_the_failing_pattern_s_bound(always_parallel):
+    """On threads a pattern past its bound stops the others (their calls are interrupted): the
+    call raises that pattern's CapacityError, not KeyboardInterrupt, and undoes every pattern."""
+    t = make_ticks(6000, 6, 2)
+    runaway = (cc.Pattern.begin("a").where(col("volume") > 0)
+               .followed_by_any("b").where(col("price") > 0).one_or_more().within(10**9))
+    pats = {"p1": BENCHMARK_PATTERNS["P1"], "runaway": runaway, "p3": BENCHMARK_PATTERNS["P3"]}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=[], max_partial_matches=2_000, threads=2)
+    good = mm.process(t.slice(0, 30))
+    with pytest.raises(CapacityError, match="key .S000"):
+        mm.process(t.slice(30, 3000))
+    fresh = cc.ManyMatcher(pats, key="name", time="ts", columns=[], max_partial_matches=2_000, threads=2)
+    assert fresh.process(t.slice(0, 30)).equals(good)
+    for m in (mm, fresh):
+        m.matchers["runaway"].max_partial_matches = 10**9
+    after = [m.process(t.slice(30, 300)) for m in (mm, fresh)]
+    assert after[0].equals(after[1]) and after[0].num_rows > 0
+
+
+def test_a_pattern_fed_apart_is_an_error():
+    """The patterns share their key codes, so a ManyMatcher's Matcher fed a batch on its own
+    would code keys in another order than alone: the next call says so and changes nothing."""
+    t = make_ticks(4000, 5, 6)
+    pats = {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"]}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=["price"])
+    mm.process(t.slice(0, 500))
+    mm.matchers["p1"].process(t.slice(500, 500))
+    with pytest.raises(InputError, match=r"received different rows \(\[500, 1000\]\): one was fed on its own"):
+        mm.process(t.slice(1000))
+    assert mm.matchers["p3"].rows_received == 500

@@ -172,7 +172,7 @@ def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, n
     tiny chunks (keys' runs carried from call to call) and a pool dropped after every batch
     give the same table as one call."""
     from colcep.tools import examples
-    from colcep.engine import matcher
+    from colcep.engine import feed, matcher
     from colcep.tools.ticks import make_ticks
 
     pattern = examples.get_example(name).pattern
@@ -185,7 +185,7 @@ def test_kernel_chunks_and_pooled_output_do_not_change_the_output(monkeypatch, n
     whole = run()
     monkeypatch.setattr(matcher, "CHUNK_ROWS", 5)
     monkeypatch.setattr(matcher, "CHUNK_ROWS_PER_KEY", 0)
-    monkeypatch.setattr(matcher, "OUT_KEEP_EVENTS", 3)
+    monkeypatch.setattr(feed, "OUT_KEEP_EVENTS", 3)
     assert run().equals(whole) and whole.num_rows > 0
 
 

@@ -1,17 +1,20 @@
 """Several patterns over one stream in one pass: :class:`ManyMatcher` and :func:`match_many`.
 
 Each pattern keeps its own Matcher, so each keeps exactly its own semantics and output (its
-match ids, its skip strategy, its timeouts); what the patterns share is done once per batch:
-reading and ordering the input, and the key's dictionary encoding (each Matcher then maps the
-batch's distinct keys to its codes, not its rows). The output is every pattern's, one after the
-other per batch, with the pattern's name in a first column ``pattern``.
+match ids, its skip strategy, its timeouts); what the patterns share is done once per batch
+(:func:`process_all`, :mod:`colcep.engine.feed`): reading and ordering the input, the key codes
+(one ``KeyCodes`` for all), the layout of the rows for the kernel calls and the columns the
+conditions read, gathered into it; with threads, each thread steps its keys for every pattern.
+The output is every pattern's, one after the other per batch, with the pattern's name in a
+first column ``pattern``.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
+from colcep.engine.feed import feed
 from colcep.engine.inputs import as_table
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all,
@@ -68,8 +71,7 @@ class ManyMatcher:
                           max_state_bytes=max_state_bytes, out_of_orderness=out_of_orderness, threads=threads,
                           tier=tier, schema=schema)
             for name, p in patterns.items()}
-        for m in self.matchers.values():
-            m._guarded = False  # this object rolls every pattern back when one call fails
+        lockstep(list(self.matchers.values()))
         self._encoded: dict[str, pa.DataType] = {}  # key columns this object encodes, and their type
 
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
@@ -82,29 +84,16 @@ class ManyMatcher:
         if PATTERN_COL in tbl.column_names and any(m.columns is None for m in self.matchers.values()):
             raise InputError(f"the input has a column {PATTERN_COL!r}, which match_many's output uses for the "
                              "pattern's name; rename it or choose the output columns (columns=)")
-        return self._all(lambda m: m.process(tbl, watermark=watermark))
+        return self._named(process_all(list(self.matchers.values()), tbl, watermark))
 
     def close(self) -> pa.Table:
         """End of input for every pattern (see :meth:`colcep.Matcher.close`)."""
-        return self._all(Matcher.close)
+        ms = list(self.matchers.values())
+        return self._named(atomically(ms, lambda: [m.close() for m in ms]))
 
-    def _all(self, call) -> pa.Table:
-        """``call(m)`` for every pattern's Matcher, as one call: if one raises, those before it
-        are rolled back too."""
-        done: list[tuple[Matcher, tuple, bool]] = []
-        outs = []
-        try:
-            for name, m in self.matchers.items():
-                done.append((m, m._begin(), m._closed))
-                outs.append(self._named(name, call(m)))
-        except BaseException:
-            for m, saved, closed in done:
-                m._roll_back(saved)
-                m._closed = closed
-            raise
-        for m, _, _ in done:
-            m._state.commit()
-        return pa.concat_tables(outs, promote_options="permissive")
+    def _named(self, outs: list[pa.Table]) -> pa.Table:
+        return pa.concat_tables([with_pattern(name, self._decoded(out)) for name, out in zip(self.matchers, outs)],
+                                promote_options="permissive")
 
     def _decoded(self, out: pa.Table) -> pa.Table:
         """``out`` with the key as the input has it, not as encoded for the patterns."""
@@ -114,9 +103,6 @@ class ManyMatcher:
                 out = out.set_column(out.schema.get_field_index(k), f.with_type(self._encoded[k]),
                                      out.column(k).cast(self._encoded[k]))
         return out
-
-    def _named(self, name: str, out: pa.Table) -> pa.Table:
-        return with_pattern(name, self._decoded(out))
 
     def pop_late(self) -> pa.Table | None:
         """The late rows received since the last call (event time; the same rows for every
@@ -144,6 +130,53 @@ class ManyMatcher:
     @property
     def state_bytes(self) -> int:
         return sum(m.state_bytes for m in self.matchers.values())
+
+
+def lockstep(ms: list[Matcher]) -> None:
+    """Make new Matchers, to be fed the same batches by :func:`process_all`, share one
+    ``KeyCodes`` (a batch's keys are coded once for all) and leave undo to it."""
+    for m in ms:
+        m._state.keys = ms[0]._state.keys
+        m._guarded = False  # process_all rolls every pattern back when one fails
+
+
+def process_all(ms: list[Matcher], tbl: pa.Table, watermark: Any = None) -> list[pa.Table]:
+    """``[m.process(tbl, watermark) for m in ms]`` as one call (Matchers made ``lockstep``): if
+    one raises, all are rolled back. In processing time the batch is stepped in one pass for all
+    of them (``colcep.engine.feed``); in event time each takes the rows its watermark releases,
+    in turn."""
+    rows = {m.rows_received for m in ms}
+    if len(rows) > 1:
+        raise InputError(f"the patterns fed together have received different rows ({sorted(rows)}): one was fed "
+                         "on its own; feed them only together (their key codes are shared)")
+
+    def run() -> list[pa.Table]:
+        if ms[0].out_of_orderness is None:
+            for m in ms:
+                m._check_open()
+                if watermark is not None:
+                    raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")
+            return feed(ms, [m._normalized(tbl) for m in ms])
+        return [m.process(tbl, watermark=watermark) for m in ms]
+    return atomically(ms, run)
+
+
+def atomically(ms: list[Matcher], run: Callable[[], list[pa.Table]]) -> list[pa.Table]:
+    """``run()``, which changes the Matchers ``ms`` (made ``lockstep``), as one call: if it
+    raises, every one of them is rolled back."""
+    done: list[tuple[Matcher, tuple, bool]] = []
+    try:
+        for m in ms:
+            done.append((m, m._begin(), m._closed))
+        outs = run()
+    except BaseException:
+        for m, saved, closed in done:
+            m._roll_back(saved)
+            m._closed = closed
+        raise
+    for m in ms:
+        m._state.commit()
+    return outs
 
 
 def with_pattern(name: str, out: pa.Table) -> pa.Table:
@@ -179,9 +212,9 @@ def match_many(data: Any, patterns: Mapping[str, Any], key: "str | Sequence[str]
                      tier=tier)
     meter = scan_progress(progress, "colcep.match_many", total)
     if meter is not None:  # rows done: the mean over the patterns (each steps the whole batch in turn)
-        mats = list(mm.matchers.values())
-        for m in mats:
-            m.on_progress = lambda rows, _n, me=m: meter.update(
-                (sum(x.rows_received for x in mats if x is not me) + rows) // len(mats), mm.matches_emitted)
+        done = dict.fromkeys(mm.matchers, 0)
+        for name, m in mm.matchers.items():
+            m.on_progress = lambda rows, _n, me=name: (done.__setitem__(me, rows), meter.update(
+                sum(done.values()) // len(done), mm.matches_emitted))
     with scanning(meter, lambda: (mm.rows_received, mm.matches_emitted)):
         return match_all(mm, data, is_table, time, mm.key, meter)

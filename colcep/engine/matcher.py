@@ -20,7 +20,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from colcep import cache
 from colcep.engine import codec
 from colcep.engine import conditions as cond
 from colcep.engine import history as hist
@@ -31,7 +30,7 @@ from colcep.errors import CapacityError, InputError, PatternError
 from colcep.kernels import arrays as karr
 from colcep.kernels import buffer as kbuf
 from colcep.kernels import nfa as knfa
-from colcep.kernels.codes import NO_TICK, OK, TIME_MAX
+from colcep.kernels.codes import OK, TIME_MAX
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -39,7 +38,8 @@ from colcep.progress import scan_progress, scanning
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.tiers import DEFAULT_TIER, Tier, check_tier
-from colcep.engine.state import NODE_BYTES, MatcherState, key_batch, step
+from colcep.engine.feed import feed, new_out
+from colcep.engine.state import NODE_BYTES, MatcherState
 from colcep.engine.watermark import ARRIVAL, next_watermark, release, time_values
 
 DEFAULT_MAX_PARTIAL_MATCHES = 1_000_000
@@ -48,7 +48,6 @@ CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the c
 CHUNK_ROWS_PER_KEY = 256  # ... but at least this many per key, or per-key work dominates (64: 5-13 % slower at 5,000)
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
-OUT_KEEP_EVENTS = 1 << 20  # the kernel's output arrays are kept for the next batch up to this size
 # max_state_bytes bounds everything a call holds (docs/guide/state.md, "Bounds on the state"): of it,
 WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
 RUNS_SHARE = 4  # ... a quarter for the runs of all keys (the old arrays, and the kernel's new ones as they grow) ...
@@ -71,13 +70,6 @@ def work_bytes_per_run(per_run: int, v_width: int) -> int:
     completed matches, merge scratch and hash table, the held-match and pending queues: about
     ``270 + 32 * v_width`` bytes a slot), and a growing array is copied (x1.5)."""
     return int(1.5 * 2 * per_run * (270 + 32 * v_width))
-
-
-def _new_out() -> tuple:
-    """The kernel's output arrays (matches, their event offsets, events), reused from batch to
-    batch while they stay small."""
-    return (np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int32), np.empty(64, np.int64),
-            np.zeros(65, np.int64), np.empty(256, np.int64), np.empty(256, np.int32))
 
 
 class Matcher:
@@ -170,8 +162,8 @@ class Matcher:
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         if self.threads > 1:
             self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
-        self._out = _new_out()
-        self._shard_out = [_new_out() for _ in range(self.threads)]
+        self._out = new_out()
+        self._shard_out = [new_out() for _ in range(self.threads)]
         self._late: list[pa.Table] = []
         self._closed = False
         self._failed: BaseException | None = None
@@ -337,19 +329,14 @@ class Matcher:
         try:
             self._state.restore_from(saved_state, settled=interrupt.settled())
             self._bound, self._late = saved_bound, saved_late
-            self._out = _new_out()  # an interrupted kernel may still write to the old ones
-            self._shard_out = [_new_out() for _ in range(self.threads)]
+            self._out = new_out()  # an interrupted kernel may still write to the old ones
+            self._shard_out = [new_out() for _ in range(self.threads)]
         except BaseException as e:  # pragma: no cover - nothing above allocates much
             self._failed = e
 
     # ------------------------------------------------------------------ per batch
     def _process(self, tbl: pa.Table, watermark: Any) -> pa.Table:
-        if self._bound is None:
-            self._bound = self._inputs.bind(tbl.schema)
-        tbl = self._inputs.normalize(tbl, self._bound)
-        if not self._unit_checked and tbl.num_rows:
-            self._unit_checked = True
-            self._inputs.check_time_unit(tbl)
+        tbl = self._normalized(tbl)
         if self.out_of_orderness is None:
             return self._feed(tbl)
         st, b = self._state, self._bound
@@ -376,6 +363,16 @@ class Matcher:
         st.ticked = st.watermark
         return self._feed(released, tick=tick)
 
+    def _normalized(self, tbl: pa.Table) -> pa.Table:
+        """The batch checked and bound to the input schema (the first batch binds it)."""
+        if self._bound is None:
+            self._bound = self._inputs.bind(tbl.schema)
+        tbl = self._inputs.normalize(tbl, self._bound)
+        if not self._unit_checked and tbl.num_rows:
+            self._unit_checked = True
+            self._inputs.check_time_unit(tbl)
+        return tbl
+
     def _close(self) -> pa.Table:
         if self._bound is None:  # closed before any data
             return self._empty_output()
@@ -387,25 +384,18 @@ class Matcher:
     def _feed(self, tbl: pa.Table | None, tick: int | None = None) -> pa.Table:
         """Run the kernel over ``tbl`` (rows in time order per key; None: no rows), then, with
         ``tick``, advance every key's time to it (a watermark; TIME_MAX: the end of input)."""
-        st, b, prog = self._state, self._bound, self.program
-        lw = prog.lowered
-        row0 = st.rows_fed
-        if tbl is None:
-            n = 0
-            codes = np.zeros(0, np.int64)
-            ts = np.zeros(0, np.int64)
-            ts.flags.writeable = False  # as time_values gives it
-        else:
-            n = tbl.num_rows
-            if self.threads > 1 and n >= shd.PARALLEL_MIN_ROWS:
-                codes = st.keys.encode(tbl, row0, self.threads,
-                                       partial(interrupt.call_all, stop=interrupt.new_stop_flag()))
-            else:
-                codes = st.keys.encode(tbl, row0)
-            ts = time_values(tbl, self.time, row0)
-        if n == 0 and tick is None:
-            return self._empty_output()
-        n_keys = st.keys.n
+        return feed([self], [tbl], tick)[0]
+
+    # (the steps of colcep.engine.feed that depend on the pattern)
+    def _key_codes(self, tbl: pa.Table, row0: int) -> np.ndarray:
+        keys = self._state.keys
+        if self.threads > 1 and tbl.num_rows >= shd.PARALLEL_MIN_ROWS:
+            return keys.encode(tbl, row0, self.threads, partial(interrupt.call_all, stop=interrupt.new_stop_flag()))
+        return keys.encode(tbl, row0)
+
+    def _check_order(self, codes: np.ndarray, ts: np.ndarray, n_keys: int, row0: int) -> None:
+        """Every key's rows in time order, after its rows of earlier batches; the state covers ``n_keys``."""
+        st = self._state
         st.ensure_keys(n_keys)
         bad = karr.first_out_of_order(codes, ts, st.key_last_ts)
         if bad >= 0:
@@ -414,44 +404,65 @@ class Matcher:
                 f"time column {self.time!r} is not in order for key {k!r}: row {row0 + int(bad)} "
                 f"has time {int(ts[bad])}, earlier than the previous event of that key; sort the input by time "
                 "(colcep.match() sorts for you) or use event time (out_of_orderness=...)")
+
+    def _chunk_rows(self, s: int, n_keys: int) -> int:
+        """The rows this pattern would have a kernel call of shard ``s`` take. In chunks of
+        CHUNK_ROWS rows (in arrival order) a call's reads stay in the cache; a call loads and
+        stores every carried run: many runs make longer calls (``shards.chunk_rows``)."""
+        st = self._state
+        if st.shards is None:
+            return shd.chunk_rows(max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys), st.runs.state.shape[0])
+        k = shd.n_local(n_keys, s, self.threads)
+        return shd.chunk_rows(max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k),
+                              st.shards[s].runs.state.shape[0])
+
+    def _columns(self, tbl: pa.Table | None, n: int, numeric: dict, codes: np.ndarray, ts: np.ndarray,
+                 n_keys: int) -> dict[str, np.ndarray]:
+        """The columns this pattern's conditions read, in arrival order: numeric ones as float64
+        (from ``numeric`` by name and type, made there when missing: shared with other patterns), strings as this
+        pattern's codes, and its ``prev`` / ``rolling`` columns (the history advances here)."""
+        st, lw = self._state, self.program.lowered
         needed = set()
         for e in lw.mask_exprs + lw.col_exprs:
             needed |= e.columns()
-        env = self._env(tbl, needed) if n else {c: np.zeros(0) for c in needed}
+        env = {}
+        for name in needed:
+            if not n:
+                env[name] = np.zeros(0)
+            elif self._bound.kinds[name] == cond.STR:
+                env[name] = self._string_codes(tbl.column(name))
+            else:
+                col = tbl.column(name)
+                got = numeric.get((name, col.type))
+                if got is None:
+                    if pa.types.is_timestamp(col.type):
+                        col = col.cast(pa.int64())
+                    arr = col.to_numpy() if col.num_chunks == 1 and col.null_count == 0 else \
+                        col.to_numpy(zero_copy_only=False)
+                    got = numeric[(name, tbl.column(name).type)] = np.asarray(arr, dtype=np.float64)
+                env[name] = got
         if self._hist_plan is not None:  # prev / rolling: per key, over the rows carried from earlier batches
-            st.history, hcols = hist.advance(st.history, self._hist_plan, env, codes, ts, n_keys, b.unit, st.strings)
+            st.history, hcols = hist.advance(st.history, self._hist_plan, env, codes, ts, n_keys, self._bound.unit,
+                                             st.strings)
             env.update(hcols)
+        return env
+
+    def _conditions(self, env: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The event-only conditions over ``n`` rows of the columns ``env``: masks, values and
+        the rows where the start run could take an event (``CompiledPattern.start_mask``)."""
+        lw, strings = self.program.lowered, self._state.strings
         masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
         for i, e in enumerate(lw.mask_exprs):
-            masks[i] = cond.evaluate(e, env, n, st.strings)
+            masks[i] = cond.evaluate(e, env, n, strings)
         cols = np.zeros((max(1, len(lw.col_exprs)), n), np.float64)
         for i, e in enumerate(lw.col_exprs):
-            cols[i] = cond.evaluate(e, env, n, st.strings)
-        start_mask = prog.start_mask(masks, n)
-        if st.shards is not None:
-            events = self._kernel_shards(codes, n_keys, row0, ts, masks, cols, start_mask,
-                                         tick if tick is not None else NO_TICK)
-        else:
-            # The kernel reads each key's rows through the key order; in chunks of CHUNK_ROWS rows
-            # (in arrival order) those reads stay in the cache. Every call appends to the same
-            # (pooled) output arrays.
-            # A call loads and stores every carried run: many runs make longer calls (shards.chunk_rows).
-            nm = ne = 0
-            report = self.on_progress
-            lo = 0
-            while lo < max(n, 1):
-                chunk = shd.chunk_rows(max(CHUNK_ROWS, CHUNK_ROWS_PER_KEY * n_keys), st.runs.state.shape[0])
-                hi = min(n, lo + chunk)
-                nm, ne = self._kernel(codes[lo:hi], n_keys, row0 + lo, ts[lo:hi], masks[:, lo:hi], cols[:, lo:hi],
-                                      start_mask[lo:hi], tick if tick is not None and hi == n else NO_TICK, nm, ne)
-                if report is not None:
-                    report(row0 + hi, st.matches_out + nm)
-                lo = max(hi, 1)
-            m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = self._out
-            events = self._in_emission_order(m_key[:nm], m_row[:nm], m_flag[:nm], m_tts[:nm], m_off[:nm + 1],
-                                             e_row[:ne], e_stage[:ne], row0, row0 + n)
-            if e_row.shape[0] > OUT_KEEP_EVENTS:
-                self._out = _new_out()
+            cols[i] = cond.evaluate(e, env, n, strings)
+        return masks, cols, self.program.start_mask(masks, n)
+
+    def _finish(self, tbl: pa.Table | None, n: int, row0: int, events: tuple) -> pa.Table:
+        """After the kernel calls: keep the rows the output may still need, count them, and make
+        the output of ``events`` (the matches in emission order)."""
+        st = self._state
         if n and (self.columns != [] or self.out_of_orderness is not None):
             st.retain((row0, tbl))
         st.rows_fed += n
@@ -461,21 +472,6 @@ class Matcher:
         self._trim_retained()
         return out
 
-    def _env(self, tbl: pa.Table, needed: set[str]) -> dict[str, np.ndarray]:
-        env = {}
-        for name in needed:
-            col = tbl.column(name)
-            kind = self._bound.kinds[name]
-            if kind == cond.STR:
-                env[name] = self._string_codes(col)
-            else:
-                if pa.types.is_timestamp(col.type):
-                    col = col.cast(pa.int64())
-                arr = col.to_numpy() if col.num_chunks == 1 and col.null_count == 0 else \
-                    col.to_numpy(zero_copy_only=False)
-                env[name] = np.asarray(arr, dtype=np.float64)
-        return env
-
     def _string_codes(self, col: pa.ChunkedArray) -> np.ndarray:
         strings = self._state.strings
         enc = dictionary_encoded(col)
@@ -484,22 +480,6 @@ class Matcher:
                             for v in dict_vals] + [np.nan], np.float64)
         idx = enc.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
         return mapping[idx]
-
-    def _kernel(self, codes, n_keys, row0, ts, masks, cols, start_mask, tick_ts, nm, ne):
-        """One kernel call over rows in arrival order, appending its matches to ``self._out``
-        after ``nm`` matches of ``ne`` events; returns the new counts."""
-        st, prog = self._state, self.program
-        # (one compiled signature: the batch's columns are gathered into new C-contiguous arrays)
-        batch = key_batch(codes, n_keys, None, row0, ts, masks, cols, start_mask)
-        stop = interrupt.new_stop_flag()
-        max_runs, max_slots, max_out, max_all = self._call_bounds([st])[0]
-        st.buffer.meta[kbuf.META_MAX] = max_slots
-        opts = prog.options(self._bound.window, self.timeouts, max_runs, max_slots, tick_ts, max_out, max_all)
-        cache.notice_compile()
-        self._out, nm, ne, status = step(st, self._tier.run_batch, partial(interrupt.call, stop=stop), prog.tables(),
-                                         opts, stop, batch, self._out, nm, ne)
-        self._raise_status(status, int(status[1]))
-        return nm, ne
 
     def _out_bytes(self) -> int:
         """Bytes of the pooled kernel output arrays (kept between calls while small)."""
@@ -566,51 +546,10 @@ class Matcher:
                 "once): feed smaller batches, tighten the pattern or raise the bound. Nothing of this batch was "
                 "applied.")
 
-    def _kernel_shards(self, codes, n_keys, row0, ts, masks, cols, start_mask, tick_ts) -> tuple:
-        """The kernel over every shard (each finds its rows), at once on threads for a big batch;
-        returns the matches in emission order, as ``_in_emission_order`` does for one thread."""
-        st, prog, T = self._state, self.program, self.threads
-        n = codes.shape[0]
-        masks, cols = np.ascontiguousarray(masks), np.ascontiguousarray(cols)  # ts: see time_values
-        # the state bound is for all shards: each may grow into its share of what is free now
-        bounds = self._call_bounds(st.shards)
-        live = [sh.buffer.live for sh in st.shards]
-        tables = prog.tables()
-        stop = interrupt.new_stop_flag()
-        cache.notice_compile()
-        report, done, tick = self.on_progress, None, None
-        if report is not None:  # each shard counts its rows and matches, the waiting thread reports them
-            done = np.zeros((T, 2), np.int64)
-            base = st.matches_out
-
-            def tick() -> None:
-                report(row0 + int(done[:, 0].sum()), base + int(done[:, 1].sum()))
-        calls = []
-        for s, sh in enumerate(st.shards):
-            k = shd.n_local(n_keys, s, T)
-            sh.ensure_keys(k)
-            max_runs, max_slots, max_out, max_all = bounds[s]
-            sh.buffer.meta[kbuf.META_MAX] = max_slots
-            opts = partial(prog.options, self._bound.window, self.timeouts, max_runs, max_out=max_out,
-                           max_all_runs=max_all)
-            calls.append(partial(_shard_task, (s, T, row0, row0 + n, n_keys), sh, self._shard_out[s], s, T, codes, k,
-                                 max(SHARD_CHUNKS * CHUNK_ROWS, CHUNK_ROWS_PER_KEY * k), tables, opts, tick_ts, stop,
-                                 max_slots, row0, ts, masks, cols, start_mask,
-                                 kernel=self._tier.run_batch, done=done))
-        results = interrupt.call_all(calls, stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS, tick=tick)
-        if tick is not None:
-            tick()
-        failed = [(res[3], int(res[3][1]) * T + s) for s, res in enumerate(results) if res[3][0] != OK]
-        if failed:  # a bound exceeded names its key (the first in key order); else an interrupt
-            bounds = [f for f in failed if f[0][0] != knfa.ERR_INTERRUPTED]
-            status, code = min(bounds, key=lambda f: f[1]) if bounds else failed[0]
-            if status[0] == knfa.ERR_NODES:  # the nodes of all shards, as one buffer counts them
-                status[2] += sum(live) - live[code % T]
-            self._raise_status(status, code)
-        for s, (out, _, _, _, _) in enumerate(results):
-            self._shard_out[s] = out if out[5].shape[0] <= OUT_KEEP_EVENTS else _new_out()
-        # the matches, in their places among all shards' (each shard writes its own, at once)
-        found = [r[4] for r in results]
+    def _placed(self, found: list, stop: np.ndarray, n: int) -> tuple:
+        """The shards' matches (``shards.emitted``, one per shard) in their places among all
+        shards', as ``_in_emission_order`` gives one thread's (each shard writes its own, at once)."""
+        st, T = self._state, self.threads
         at, first = shd.places(found)
         n_matches = sum(e.order.shape[0] for e in found)
         n_events = sum(int(e.n_events.sum()) for e in found)
@@ -762,14 +701,6 @@ class Matcher:
 
 
 KEYS = object()  # the key columns among the output's parts
-
-
-def _shard_task(emit: tuple, *args, **kw) -> tuple:
-    """A shard's kernel calls (``shards.run_shard(*args)``), then its matches in emission order
-    (``shards.emitted``, ``emit``: shard, threads, the batch's first and end row, keys)."""
-    out, nm, ne, status = shd.run_shard(*args, **kw)
-    found = shd.emitted(out, nm, ne, *emit) if status[0] == OK else None
-    return out, nm, ne, status, found
 
 
 def _block_end(block: tuple) -> int:

@@ -7,9 +7,9 @@ once (the kernels release the GIL). Everything else stays in the one ``MatcherSt
 string codes, time checks, history, the rows kept for the output, event-time buffering, the
 counters that number rows and matches.
 
-A shard finds its own rows (``run_shard``); a kernel call gets those rows' columns gathered
-in key order and their positions in the batch, so the rows and matches it writes are stream
-positions as in one thread. Each shard orders its matches for output (``emitted``), a merge finds their places
+A shard's rows of a batch are its part of the batch's layout (``colcep.engine.layout``); a
+kernel call gets their columns gathered in key order and their positions in the batch, so the
+rows and matches it writes are stream positions as in one thread (``colcep.engine.feed``). Each shard orders its matches for output (``emitted``), a merge finds their places
 among all shards' (``places``: by emitting row, then key, as one thread emits them) and the
 threads copy the events there (``place``), each a contiguous part: the output is the same for
 any thread count. ``merged`` / ``split`` convert between shards and the one-thread layout
@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
 from colcep.errors import InputError
 from colcep.kernels import arrays as karr
 from colcep.kernels.buffer import JOIN
-from colcep.kernels.codes import NO_TICK, OK
 from colcep.kernels.compact import compact_buffer
-from colcep.engine.state import (Buffer, Held, MatcherState, Park, Runs, all_runs, gather_lists, key_batch,
-                                 select_keys, step)
+from colcep.engine.state import Buffer, Held, MatcherState, Park, Runs, all_runs, gather_lists, select_keys
 
 PARALLEL_MIN_ROWS = 1 << 15  # a batch with fewer rows runs its shards one after another
 
@@ -144,41 +141,6 @@ def _interleave(parts: list, n_keys: int):
 
 
 # ------------------------------------------------------------------------------ one batch
-def run_shard(shard: Shard, out: tuple, s: int, T: int, codes: np.ndarray, n_keys: int, chunk: int,
-              tables: tuple, opts: Callable[[int, int], tuple], tick_ts: int, stop: np.ndarray, max_nodes: int,
-              row0: int,
-              ts: np.ndarray, masks: np.ndarray, cols: np.ndarray, start_mask: np.ndarray,
-              kernel: Callable[[tuple], Callable], done: np.ndarray | None = None) -> tuple:
-    """The kernel over shard ``s``'s rows of the batch (key ``codes``), ``tick_ts`` with the
-    last call, in calls of ``chunk`` of its rows; runs on a worker thread. Updates ``shard`` and
-    returns ``(out, nm, ne, status)``; a status other than OK leaves ``shard`` partial (the
-    caller rolls back) and sets ``stop``, so that the other shards stop too. ``kernel(args)``
-    picks the ``run_batch`` for a call (the Matcher's tier, ``colcep.engine.tiers``).
-    ``opts(max_nodes, tick_ts)``: the kernel's options (``CompiledPattern.options``).
-    ``done`` (a progress meter's counters): after each call, ``done[s]`` = (rows of the shard
-    done, matches found), read by the waiting thread."""
-    nm = ne = 0
-    status = np.zeros(3, np.int64)
-    key = np.arange(codes.max() + 1 if codes.shape[0] else 0, dtype=np.int64)  # key code -> shard, local code
-    rows, local = karr.shard_rows(codes, key % T, key // T, s)
-    n = rows.shape[0]
-    if n == 0 and tick_ts == NO_TICK:
-        return out, nm, ne, status
-    lo = 0
-    while lo < max(n, 1):
-        hi = min(n, lo + chunk_rows(chunk, shard.runs.state.shape[0]))
-        opts_k = opts(max_nodes, tick_ts if hi == n else NO_TICK)
-        batch = key_batch(local[lo:hi], n_keys, rows[lo:hi], row0, ts, masks, cols, start_mask)
-        out, nm, ne, status = step(shard, kernel, _invoke, tables, opts_k, stop, batch, out, nm, ne)
-        if status[0] != OK:
-            stop[0] = 1  # the batch fails: the other shards need not finish it
-            return out, nm, ne, status
-        if done is not None:
-            done[s, 0], done[s, 1] = hi, nm
-        lo = max(hi, 1)
-    return out, nm, ne, status
-
-
 MANY_RUNS = 1024  # carried runs past which a kernel call takes more rows ...
 CHUNK_ROWS_PER_RUN = 16  # ... this many per run: a call loads and stores every carried run
 
@@ -188,10 +150,6 @@ def chunk_rows(chunk: int, runs: int) -> int:
     and storing them stays a small part of a call (kernels/park.py keeps the waiting ones
     untouched within a call)."""
     return max(chunk, CHUNK_ROWS_PER_RUN * runs) if runs > MANY_RUNS else chunk
-
-
-def _invoke(kernel: Callable, *args) -> tuple:
-    return kernel(*args)
 
 
 @dataclass

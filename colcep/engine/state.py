@@ -29,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 
 from colcep.engine.keys import KeyCodes
-from colcep.kernels import arrays as karr
 from colcep.kernels import buffer as kbuf
 from colcep.kernels import park as kpark
 from colcep.kernels.codes import OK
@@ -228,19 +227,6 @@ def _undo_ready() -> None:
         buf = Buffer.empty()
         kbuf.undo_call(buf.row, buf.stage, buf.parent, buf.ref, buf.meta, np.zeros(0, np.int64))
         _UNDO_READY.append(True)
-
-
-def key_batch(codes: np.ndarray, n_keys: int, rows: np.ndarray | None, row0: int, ts: np.ndarray, masks: np.ndarray,
-              cols: np.ndarray, start_mask: np.ndarray) -> tuple:
-    """A ``run_batch`` batch over the rows ``rows`` (positions in ``ts``, ``masks``, ... of the
-    rows whose key ``codes`` are given; None: all of them), grouped by key: their columns are
-    gathered in key order, so a kernel call reads each key's events one after the other in
-    memory (1.6x faster on P1 at 100 symbols than reading them through the order)."""
-    order, key_ptr = karr.group_by_key(codes, n_keys)
-    pos = order if rows is None else rows[order]
-    ts_k, masks_k, cols_k, start_k = karr.key_ordered(pos, ts, masks, cols, start_mask)
-    ts_k.flags.writeable = False  # as time_values gives it: one compiled signature
-    return (key_ptr, np.arange(pos.shape[0], dtype=np.int64), np.int64(row0), ts_k, masks_k, cols_k, start_k, pos)
 
 
 def step(holder: Any, pick: Callable[[tuple], Callable], invoke: Callable[..., tuple], tables: tuple, opts: tuple,

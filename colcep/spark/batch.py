@@ -36,7 +36,7 @@ from colcep.errors import InputError
 from colcep.expr import Expr
 from colcep.engine.inputs import as_table, describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
-from colcep.engine.many import PATTERN_COL, keys_encoded, with_pattern
+from colcep.engine.many import PATTERN_COL, atomically, keys_encoded, lockstep, process_all, with_pattern
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import progress_wanted, spark_scan_meter
@@ -132,9 +132,7 @@ class KeyedStream:
         self.rows += n
         out: list[pa.Table] = []
         if not self._grouped:
-            if self._m is None:
-                self._m = self.spec.matcher(self._threads)
-            self._emit(out, self._m.process(batch))
+            self._emit(out, self.matcher().process(batch))
             return out
         keys = [batch.column(k) for k in self.spec.key_columns]
         start = 0
@@ -158,6 +156,20 @@ class KeyedStream:
         self._open = [a[n - 1] for a in keys]
         return out
 
+    def matcher(self) -> Matcher:
+        """The Matcher that takes every batch (``grouped=False``), made at the first."""
+        if self._m is None:
+            self._m = self.spec.matcher(self._threads)
+        return self._m
+
+    def took(self, n: int, out: pa.Table) -> list[pa.Table]:
+        """``feed``'s output for a batch of ``n`` rows (``grouped=False``) that ``matcher()``
+        took apart, giving ``out``."""
+        self.rows += n
+        res: list[pa.Table] = []
+        self._emit(res, out)
+        return res
+
     def check_nulls(self, batch: pa.RecordBatch | pa.Table) -> None:
         """A null key, time or seq is an InputError naming the row as the input has it (its seq
         and values), not by its place in this task's sorted share of the rows."""
@@ -172,15 +184,16 @@ class KeyedStream:
         raise InputError(f"{role} column {c!r} has a null in the row {describe_row(batch, i, spec.time, seq, (ROW_COL,))}"
                          "; drop or fill such rows before matching")
 
-    def finish(self) -> list[pa.Table]:
-        """End of the task's input: close the open keys."""
+    def finish(self, closed: pa.Table | None = None) -> list[pa.Table]:
+        """End of the task's input: close the open keys (``closed``: what ``matcher().close()``
+        gave, called apart)."""
         out: list[pa.Table] = []
         if self._m is not None:
-            self._close_matcher(out)
+            self._close_matcher(out, closed)
         return out
 
-    def _close_matcher(self, out: list[pa.Table]) -> None:
-        self._emit(out, self._m.close())
+    def _close_matcher(self, out: list[pa.Table], closed: pa.Table | None = None) -> None:
+        self._emit(out, self._m.close() if closed is None else closed)
         self._base += self._hi
         self._hi = 0
         self._m = None
@@ -206,7 +219,8 @@ class KeyedStream:
 class Streams:
     """One :class:`KeyedStream` per pattern, fed the same batches: one spec, or several by name
     (then each output table carries its pattern's name first, ``pattern``, and the key is
-    dictionary-encoded once for all of them). ``grouped``, ``threads``, ``id_base``: as for
+    dictionary-encoded once for all of them; ungrouped, their Matchers step each batch in one
+    pass, ``colcep.engine.many.process_all``). ``grouped``, ``threads``, ``id_base``: as for
     :class:`KeyedStream`."""
 
     def __init__(self, specs: "_Spec | Mapping[str, _Spec]", threads: int = 1, *, grouped: bool = True,
@@ -216,6 +230,8 @@ class Streams:
         self.first = next(iter(self.specs.values()))
         self.streams = {n: KeyedStream(s, id_base, grouped=grouped, threads=threads) for n, s in self.specs.items()}
         self.schema = self.first.out_schema
+        self._lockstep = self.named and not grouped
+        self._matchers: list[Matcher] | None = None
         if self.named:
             self.schema = pa.schema([pa.field(PATTERN_COL, pa.string(), False), *self.first.out_schema])
 
@@ -233,9 +249,21 @@ class Streams:
     def feed(self, batch: "pa.Table | pa.RecordBatch") -> list[pa.Table]:
         if self.named:
             batch = keys_encoded(as_table(batch), self.first.key_columns)
+        if self._lockstep and batch.num_rows:
+            self.check_nulls(batch)
+            if self._matchers is None:
+                self._matchers = [s.matcher() for s in self.streams.values()]
+                lockstep(self._matchers)
+            outs = process_all(self._matchers, batch)
+            return [self._name(n, t) for (n, s), out in zip(self.streams.items(), outs)
+                    for t in s.took(batch.num_rows, out)]
         return [self._name(n, t) for n, s in self.streams.items() for t in s.feed(batch)]
 
     def finish(self) -> list[pa.Table]:
+        if self._matchers is not None:
+            ms = self._matchers
+            closed = atomically(ms, lambda: [m.close() for m in ms])
+            return [self._name(n, t) for (n, s), c in zip(self.streams.items(), closed) for t in s.finish(c)]
         return [self._name(n, t) for n, s in self.streams.items() for t in s.finish()]
 
     def _name(self, name: str, t: pa.Table) -> pa.Table:
