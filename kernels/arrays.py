@@ -62,12 +62,15 @@ def layout_rows(codes, n_keys, threads, chunk):
         n_calls += calls_s
         n_ptr += calls_s * ((n_keys - s + threads - 1) // threads + 1)
         shard_lo[s + 1] += shard_lo[s]
-    by_shard = np.empty(n, np.int64)  # rows shard by shard, arrival order within each
-    at = shard_lo[:threads].copy()
-    for i in range(n):
-        s = codes[i] % threads
-        by_shard[at[s]] = i
-        at[s] += 1
+    if threads == 1:  # rows shard by shard, arrival order within each: all of them
+        by_shard = np.arange(n)
+    else:
+        by_shard = np.empty(n, np.int64)
+        at = shard_lo[:threads].copy()
+        for i in range(n):
+            s = codes[i] % threads
+            by_shard[at[s]] = i
+            at[s] += 1
     rows = np.empty(n, np.int64)
     call_lo = np.empty(n_calls + 1, np.int64)
     call_shard = np.empty(n_calls, np.int64)

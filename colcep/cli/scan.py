@@ -377,6 +377,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     import pyarrow.parquet as pq
 
     from colcep.tools.file_scan import STAGES, parquet_batches, scan_batches
+    from colcep.tools.writer import BackgroundWriter
     from colcep.spark.batch import Streams
     from colcep.spark import DEFAULT_BATCH_ROWS
 
@@ -392,9 +393,14 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     writer = [pq.ParquetWriter(out_file, schema)]
     counted = [Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)]
 
-    def write(t: pa.Table) -> None:
+    def write_now(t: pa.Table) -> None:
         writer[0].write_table(t)
         counted[0].add(t)
+
+    background = [BackgroundWriter(write_now)]  # writing overlaps with matching the next batch
+
+    def write(t: pa.Table) -> None:
+        background[0].put(t)
 
     def batches():
         if fmt == "parquet":
@@ -405,9 +411,11 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     def restart(disorder: str) -> None:
         rep.done()
         rep.step(f"the input is not in time order per key ({disorder}): reading it whole to order it ...")
+        background[0].abort()
         writer[0].close()
         writer[0] = pq.ParquetWriter(out_file, schema)
         counted[0] = Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)
+        background[0] = BackgroundWriter(write_now)
 
     total = data.count_rows() if fmt == "parquet" else None
     rows = f"{_num(total)} rows of " if total is not None else ""
@@ -418,6 +426,12 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
                                                                r.matches))
     try:
         res = scan_batches(specs, batches, lambda: data.to_table(columns=need), write, restart, threads, step, meter)
+        t_wait = time.perf_counter()
+        background[0].close()
+        res.seconds["writing"] += time.perf_counter() - t_wait  # what was left to write after the matching
+    except BaseException:
+        background[0].abort()
+        raise
     finally:
         writer[0].close()
         rep.done()

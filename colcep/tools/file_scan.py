@@ -119,18 +119,21 @@ def _feed(streams: Streams, tbl: pa.Table, write: Callable[[pa.Table], None], re
         outs = streams.feed(tbl)
     res.rows += tbl.num_rows
     res.matches = streams.matches
-    with res.timing("writing"):
-        for t in outs:
-            write(t)
+    _write(outs, write, res)
+
+
+def _write(outs: list[pa.Table], write: Callable[[pa.Table], None], res: FileScan) -> None:
+    """A batch's output tables (one per pattern) written as one: one call, fewer row groups."""
+    if outs:
+        with res.timing("writing"):
+            write(outs[0] if len(outs) == 1 else pa.concat_tables(outs))
 
 
 def _finish(streams: Streams, write: Callable[[pa.Table], None], res: FileScan) -> None:
     with res.timing("matching"):
         outs = streams.finish()
     res.matches = streams.matches
-    with res.timing("writing"):
-        for t in outs:
-            write(t)
+    _write(outs, write, res)
 
 
 def parquet_batches(paths: Any, key_columns: list[str], columns: list[str], batch_rows: int,
