@@ -164,19 +164,30 @@ class KeyCodes:
         return len(self.values)
 
     def arrays(self, codes: np.ndarray) -> list[pa.Array]:
-        """The values of keys ``codes``, one array per key column."""
+        """The values of keys ``codes``, one array per key column, of its type (one dictionary
+        column: the codes over the keys seen so far, no value copied)."""
+        values = self._values()
+        t = self.types[0] if self.types else None
+        if not self.composite and t is not None and pa.types.is_dictionary(t) and \
+                len(self.values) <= np.iinfo(t.index_type.to_pandas_dtype()).max:
+            return [pa.DictionaryArray.from_arrays(pa.array(codes, t.index_type), values[0], ordered=t.ordered)]
+        idx = pa.array(codes, pa.int64())
+        return [a.take(idx).cast(t) if t is not None and pa.types.is_dictionary(t) else a.take(idx)
+                for a, t in zip(values, self.types)]
+
+    def take(self, codes: np.ndarray) -> pa.Array:
+        """The values of keys ``codes`` (one key column; a dictionary column's values)."""
+        return self._values()[0].take(pa.array(codes, pa.int64()))
+
+    def _values(self) -> list[pa.Array]:
+        """Per key column, the values of all keys seen (in code order), of its value type."""
         if self._arrs is None:
             cols = list(zip(*self.values)) if self.composite else [self.values]
             if not cols:
                 cols = [[] for _ in self.names]
             self._arrs = [pa.array(list(c), t.value_type if pa.types.is_dictionary(t) else t)
                           for c, t in zip(cols, self.types)]
-        idx = pa.array(codes, pa.int64())
-        return [a.take(idx) for a in self._arrs]
-
-    def take(self, codes: np.ndarray) -> pa.Array:
-        """The values of keys ``codes`` (one key column)."""
-        return self.arrays(codes)[0]
+        return self._arrs
 
     def as_value(self, k: Any) -> Any:
         """A key value as given by a caller (``keys=``): a tuple for a composite key."""

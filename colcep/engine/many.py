@@ -77,10 +77,12 @@ class ManyMatcher:
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
         """Feed one batch to every pattern; returns what it completed, pattern by pattern."""
         tbl = as_table(batch)
-        for k in key_names(self.key):
-            if k in tbl.column_names and not pa.types.is_dictionary(tbl.schema.field(k).type):
-                self._encoded.setdefault(k, tbl.schema.field(k).type)
-        tbl = keys_encoded(tbl, key_names(self.key))
+        if next(iter(self.matchers.values())).out_of_orderness is not None:
+            # each pattern codes the keys of the rows its watermark releases: hash the strings once
+            for k in key_names(self.key):
+                if k in tbl.column_names and not pa.types.is_dictionary(tbl.schema.field(k).type):
+                    self._encoded.setdefault(k, tbl.schema.field(k).type)
+            tbl = keys_encoded(tbl, key_names(self.key))
         if PATTERN_COL in tbl.column_names and any(m.columns is None for m in self.matchers.values()):
             raise InputError(f"the input has a column {PATTERN_COL!r}, which match_many's output uses for the "
                              "pattern's name; rename it or choose the output columns (columns=)")
@@ -145,6 +147,7 @@ def process_all(ms: list[Matcher], tbl: pa.Table, watermark: Any = None) -> list
     one raises, all are rolled back. In processing time the batch is stepped in one pass for all
     of them (``colcep.engine.feed``); in event time each takes the rows its watermark releases,
     in turn."""
+    tbl = as_table(tbl)
     rows = {m.rows_received for m in ms}
     if len(rows) > 1:
         raise InputError(f"the patterns fed together have received different rows ({sorted(rows)}): one was fed "

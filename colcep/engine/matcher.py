@@ -630,7 +630,8 @@ class Matcher:
             made = {name: fn() for name, fn in made.items()}
         for i, k in enumerate(self.key_columns):
             key_type = schema.field(k).type
-            cols[k] = made[KEYS][i].cast(key_type) if made[KEYS] is not None else pa.array([], key_type)
+            got = made[KEYS][i] if made[KEYS] is not None else pa.array([], key_type)
+            cols[k] = got if got.type == key_type else got.cast(key_type)
         cols["stage"] = made["stage"]
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:

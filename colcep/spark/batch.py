@@ -247,7 +247,7 @@ class Streams:
         next(iter(self.streams.values())).check_nulls(tbl)
 
     def feed(self, batch: "pa.Table | pa.RecordBatch") -> list[pa.Table]:
-        if self.named:
+        if self.named and not self._lockstep:  # (lockstep, the shared KeyCodes codes them once)
             batch = keys_encoded(as_table(batch), self.first.key_columns)
         if self._lockstep and batch.num_rows:
             self.check_nulls(batch)
