@@ -59,8 +59,10 @@ def feed(ms: list[Matcher], tbls: "list[pa.Table | None]", tick: int | None = No
     if n == 0 and tick is None:
         return [m._empty_output() for m in ms]
     n_keys = lead._state.keys.n
-    for m in ms:
-        m._check_order(codes, ts, n_keys, row0)
+    lead._check_order(codes, ts, n_keys, row0)
+    for m in ms[1:]:  # (fed the same rows: each key's last time is the lead's)
+        m._state.ensure_keys(n_keys)
+        m._state.key_last_ts[:n_keys] = lead._state.key_last_ts[:n_keys]
     chunks = [max(m._chunk_rows(s, n_keys) for m in ms) for s in range(T)]
     lay = layout.build(codes, n_keys, T, chunks, tick is not None)
     numeric: dict[tuple, np.ndarray] = {}  # (name, type) -> the column as float64: one copy for all patterns
