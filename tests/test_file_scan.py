@@ -212,3 +212,16 @@ def test_key_time_order_interleaved_leaves_a_table_in_order_per_key():
     assert key_time_order(t, "k", "ts", interleaved=True) is None  # what a Matcher needs already
     late = pa.table({"k": ["x", "y", "x", "y"], "ts": [2, 1, 1, 3]})
     assert key_time_order(late, "k", "ts", interleaved=True).tolist() == [2, 0, 1, 3]
+
+
+def test_the_scan_counts_its_time_on_several_threads(monkeypatch):
+    """``FileScan.parallel``: the wall time the kernels ran on several threads at once (the
+    rest of the scan ran on one); none with one thread."""
+    from colcep.engine import shards as shd
+
+    monkeypatch.setattr(shd, "PARALLEL_MIN_ROWS", 0)
+    t = _ticks(6000)
+    res, _, _ = _scan(t, 1000, threads=2)
+    assert 0 < res.parallel <= sum(res.seconds.values())
+    res1, _, _ = _scan(t, 1000, threads=1)
+    assert res1.parallel == 0

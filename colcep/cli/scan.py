@@ -115,6 +115,9 @@ def format_summary(s: dict[str, Any]) -> str:
                                                             if t.get("kernels", 0.0) > 10 else ""))
     stages = [f"{st} {t[st]:.1f}" for st in ("reading", "ordering", "matching", "writing") if st in t]
     parts.append(f"scan {t['scan']:.1f} s" + (f" ({', '.join(stages)})" if stages else ""))
+    if "on several threads" in t:
+        one = max(0.0, t["scan"] - t["on several threads"])
+        parts[-1] += f" [one thread {one:.1f} s, {100 * one / max(t['scan'], 1e-9):.0f} %]"
     if t.get("picture"):
         parts.append(f"picture {t['picture']:.1f} s")
     lines.append(f"  time      {t['total']:.1f} s = {' + '.join(parts)}; {_num(s['rows_per_second'])} rows/s "
@@ -439,6 +442,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     rep.step(scan_done_text(res.rows, el, res.matches))
     secs = {"kernels": t_kernels, "scan": time.perf_counter() - t0}
     secs.update({s: res.seconds[s] for s in STAGES})
+    secs["on several threads"] = res.parallel
     how = "streamed" if res.streamed else "read whole and ordered"
     return (res.rows, f"in-process ({how}, batches of {_num(step)} rows, {threads} threads, {job.tier} step)", secs,
             None, counted[0])

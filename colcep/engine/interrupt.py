@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import _signal  # signal's C module: its getsignal / signal skip the enum wrapping (~7 us a call)
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -38,6 +39,13 @@ POLL_SECONDS = 0.05  # how often the waiting main thread looks for a pending Ctr
 
 
 _UNSETTLED: list[Future] = []  # kernels of failed calls that had not stopped when the call raised
+_PARALLEL = [0.0]  # wall seconds call_all has spent running functions at once, all calls so far
+
+
+def parallel_seconds() -> float:
+    """Wall seconds spent so far in :func:`call_all` running functions at once on threads: what
+    a scan ran on more than one thread (the rest of its time ran on one)."""
+    return _PARALLEL[0]
 
 
 def settled(timeout: float = GRACE_SECONDS) -> bool:
@@ -226,6 +234,7 @@ def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = Tr
                 tick()
         return out
     pool = _shard_pool(len(fns))
+    t0 = time.perf_counter()
     futs = [pool.submit(fn) for fn in fns]
     try:
         return [_result(fut, tick) for fut in futs]
@@ -234,3 +243,5 @@ def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = Tr
         wait(futs, timeout=GRACE_SECONDS)
         _UNSETTLED.extend(f for f in futs if not f.done())
         raise
+    finally:
+        _PARALLEL[0] += time.perf_counter() - t0

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
+from colcep.engine.interrupt import parallel_seconds
 from colcep.engine.ordering import StreamOrder, key_time_order
 from colcep.spark.batch import ROW_COL, Streams, _Spec
 
@@ -34,6 +35,12 @@ class FileScan:
     streamed: bool = True
     disorder: str | None = None  # the first row out of order, in words, when it did not stream
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+
+    parallel: float = 0.0  # seconds during which the kernels (or the output's parts) ran on several threads
+
+    def _parallel_since(self, p0: float) -> "FileScan":
+        self.parallel = parallel_seconds() - p0
+        return self
 
     @contextmanager
     def timing(self, stage: str) -> Iterator[None]:
@@ -58,10 +65,11 @@ def scan_batches(specs: "_Spec | Mapping[str, _Spec]", batches: Callable[[], Ite
     ``write``. At the first row out of (time, seq) order for its key, ``restart(that row in
     words)`` (the output so far is to be discarded) and the input is read whole
     (``read_all()``), ordered and matched. ``progress`` is called after each batch."""
+    p0 = parallel_seconds()
     res = FileScan()
     try:
         _stream(Streams(specs, threads, grouped=False), batches(), write, res, progress)
-        return res
+        return res._parallel_since(p0)
     except _OutOfOrder as exc:
         disorder = str(exc)
     restart(disorder)
@@ -80,7 +88,7 @@ def scan_batches(specs: "_Spec | Mapping[str, _Spec]", batches: Callable[[], Ite
         if progress is not None:
             progress(res)
     _finish(streams, write, res)
-    return res
+    return res._parallel_since(p0)
 
 
 def _stream(streams: Streams, batches: Iterable[pa.RecordBatch], write: Callable[[pa.Table], None],
