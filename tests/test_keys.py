@@ -319,3 +319,25 @@ def test_dictionary_key_numbered_as_its_string_values():
         assert keys_d == keys and "unused" not in keys_d
         coded = coded.set_column(1, "name", coded.column("name").cast(pa.string()))
         assert coded.equals(plain) and plain.num_rows > 100
+
+
+def test_batches_sharing_a_dictionary_keep_first_seen_codes():
+    """A dictionary key column whose batches share one dictionary (a Parquet file's) is coded
+    through the dictionary once its keys are known: the codes stay those of first sight, a key
+    new in a later batch still gets the next code, and a rollback forgets the keys it drops."""
+    dictionary = pa.array(["d", "c", "b", "a"])
+
+    def batch(idx):
+        return pa.table({"k": pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32()), dictionary)})
+
+    keys = KeyCodes("k")
+    assert keys.encode(batch([2, 1, 2])).tolist() == [0, 1, 0]  # b, c
+    assert keys.encode(batch([1, 1, 2])).tolist() == [1, 1, 0]  # known: through the dictionary
+    mark = keys.mark()
+    assert keys.encode(batch([3, 2, 0])).tolist() == [2, 0, 3]  # a and d new: next codes, first seen first
+    keys.rollback(mark)
+    assert keys.values == ["b", "c"]
+    assert keys.encode(batch([0, 1])).tolist() == [2, 1]  # d now the third key
+    other = pa.table({"k": pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["a", "b"]))})
+    assert keys.encode(other).tolist() == [3, 0]  # another dictionary: by value
+    assert keys.values == ["b", "c", "d", "a"]

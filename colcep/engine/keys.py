@@ -62,6 +62,9 @@ class KeyCodes:
         self.values: list = []
         self.types: list[pa.DataType | None] = [None] * len(self.names)
         self._arrs: list[pa.Array] | None = None
+        # one dictionary column: its last dictionary and each entry's code (-1: not coded yet),
+        # so that batches sharing a dictionary (a Parquet file's) are coded by one gather
+        self._by_dictionary: tuple[pa.Array, np.ndarray] | None = None
 
     def mark(self) -> tuple:
         """What ``rollback`` goes back to (codes only grow: their number, and the types)."""
@@ -74,7 +77,7 @@ class KeyCodes:
             del self.codes[v]
         if len(self.values) > n:
             del self.values[n:]
-            self._arrs = None
+            self._arrs = self._by_dictionary = None
         self.types = types
 
     def copy(self) -> "KeyCodes":
@@ -144,8 +147,25 @@ class KeyCodes:
             run_all([partial(np.take, self._mapping(values), idx, out=out[a:b])
                      for (idx, values), a, b in zip(parts, bounds, bounds[1:])])
             return out
+        if not self.composite and pa.types.is_dictionary(col.type):
+            return self._dictionary_codes(dictionary_encoded(col))
         local, values = self.local(tbl)
         return self._mapping(values)[local]
+
+    def _dictionary_codes(self, enc: pa.DictionaryArray) -> np.ndarray:
+        """The codes of a dictionary column's rows: by the entries' codes when the dictionary is
+        the last one's and every row's key is coded already, else as ``local`` numbers them."""
+        idx = enc.indices.to_numpy(zero_copy_only=False)
+        known = self._by_dictionary
+        if known is not None and known[0].equals(enc.dictionary):
+            codes = known[1][idx]
+            if codes.shape[0] == 0 or codes.min() >= 0:
+                return codes
+        rank, seen = karr.first_seen(np.array(idx, np.int64), len(enc.dictionary))
+        codes = self._mapping(enc.dictionary.take(pa.array(seen)).to_pylist())[rank[idx]]
+        self._by_dictionary = (enc.dictionary, np.array([self.codes.get(v, -1) for v in enc.dictionary.to_pylist()],
+                                                        np.int64))
+        return codes
 
     def _mapping(self, values: list) -> np.ndarray:
         """The codes of the key ``values``, new ones numbered on."""

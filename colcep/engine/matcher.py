@@ -47,6 +47,7 @@ DEFAULT_MAX_STATE_BYTES = 4 << 30  # the bound on what the state and a call allo
 CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the cache ...
 CHUNK_ROWS_PER_KEY = 256  # ... but at least this many per key, or per-key work dominates (64: 5-13 % slower at 5,000)
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
+OUTPUT_PARALLEL_ROWS = 1 << 13  # with threads, an output of this many events makes its parts at once
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 # max_state_bytes bounds everything a call holds (docs/guide/state.md, "Bounds on the state"): of it,
 WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
@@ -559,7 +560,7 @@ class Matcher:
         parts = [n_matches * j // T for j in range(T + 1)]  # each thread fills a contiguous part
         interrupt.call_all([partial(shd.place, found, at, first, a, b, st.matches_out, rows, stages, ids, keys, flag,
                                     tts) for a, b in zip(parts, parts[1:])],
-                           stop=stop, parallel=n_events >= shd.PARALLEL_MIN_ROWS)
+                           stop=stop, parallel=n_events >= OUTPUT_PARALLEL_ROWS)
         return rows, stages, ids, keys, None if flag is None else flag.astype(bool), tts, n_matches
 
     # ------------------------------------------------------------------ output
@@ -624,7 +625,7 @@ class Matcher:
             out_cols = self._inputs.output_columns(self._bound.schema)
             if out_cols or (event_time and len(rows)):
                 made[ARRIVAL] = partial(self._gather, rows, out_cols + ([ARRIVAL] if event_time else []))
-        if self.threads > 1 and len(rows) >= shd.PARALLEL_MIN_ROWS:
+        if self.threads > 1 and len(rows) >= OUTPUT_PARALLEL_ROWS:
             made = dict(zip(made, interrupt.call_all(list(made.values()), stop=interrupt.new_stop_flag())))
         else:
             made = {name: fn() for name, fn in made.items()}
