@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 import colcep as cc
-from colcep import col
+from colcep import col, last
 from colcep.errors import CapacityError, InputError
 from colcep.tools.examples import BENCHMARK_PATTERNS, desk_patterns
 from colcep.tools.ticks import make_ticks
@@ -279,3 +279,26 @@ def test_a_pattern_fed_apart_is_an_error():
     with pytest.raises(InputError, match=r"received different rows \(\[500, 1000\]\): one was fed on its own"):
         mm.process(t.slice(1000))
     assert mm.matchers["p3"].rows_received == 500
+
+
+def test_conditions_equal_across_patterns_are_evaluated_once(monkeypatch):
+    """A condition two patterns hold alike (same structure, same columns) is evaluated once per
+    shard for both; one over strings is each pattern's own (its string codes), and each
+    pattern's output stays its own Matcher's."""
+    from colcep.engine import conditions as cond
+
+    t = _mixed_ticks(2000)
+    big = col("volume") > 700.0
+    pats = {"a": cc.Pattern.begin("x").where(big).next("y").where(col("price") > last("price", of="x")),
+            "b": cc.Pattern.begin("x").where(big).followed_by("y").where(col("venue") == "C").within(50),
+            "c": cc.Pattern.begin("x").where(col("venue") == "C").next("y").where(big)}
+    calls = []
+    real = cond.evaluate
+    monkeypatch.setattr(cond, "evaluate", lambda e, *a: calls.append(e.key()) or real(e, *a))
+    out = cc.match_many(t, pats, key="name", time="ts", columns=["price"], threads=1)
+    assert calls.count(big.key()) == 2  # once for the three patterns: the table, then the end of input
+    assert calls.count((col("venue") == "C").key()) == 4  # per pattern (its own string codes), twice
+    monkeypatch.setattr(cond, "evaluate", real)
+    for name, p in pats.items():
+        want = cc.match(t, p, key="name", time="ts", columns=["price"], threads=1)
+        assert _of(out, name).equals(want) and want.num_rows > 0, name

@@ -380,6 +380,27 @@ def hist_name(e: Expr) -> tuple:
     return ("history",) + e.key()
 
 
+def shared_key(e: Expr, env: dict) -> tuple | None:
+    """A key under which an event-only expression's value over the columns ``env`` is the same
+    for every pattern (its structure and the arrays it reads, by identity), or None when it
+    holds a string literal (its value then rests on the pattern's string codes)."""
+    reads: list = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if x.op == "col":
+            reads.append(x.args[0])
+        elif x.op in HIST_OPS:
+            reads.append(hist_name(x))
+        elif x.op == "lit" and isinstance(x.args[0], str):
+            return None
+        elif x.op == "isin" and any(isinstance(v, str) for v in x.args[1]):
+            return None
+        else:
+            stack.extend(a for a in x.args if isinstance(a, Expr))
+    return (e.key(),) + tuple(id(env[r]) for r in sorted(reads, key=repr))
+
+
 # ----------------------------------------------------------------------------- batch evaluation
 def evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
     """Evaluate an event-only expression over a batch: a float64 array (NaN = null) or a

@@ -78,13 +78,15 @@ def feed(ms: list[Matcher], tbls: "list[pa.Table | None]", tick: int | None = No
 
 class _ShardColumns:
     """Shard ``s``'s rows of the batch's columns in layout order, each gathered once: the
-    patterns share the numeric columns (the same arrays), not their string codes or history."""
+    patterns share the numeric columns (the same arrays), not their string codes or history;
+    and the values of their conditions that are equal across patterns, each evaluated once."""
 
     def __init__(self, lay: layout.Layout, s: int, ts: np.ndarray):
         self.rows = lay.shard(lay.rows, s)
         self.ts = np.take(ts, self.rows)
         self.ts.flags.writeable = False  # as time_values gives it
         self._got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.conditions: dict[tuple, np.ndarray] = {}  # values of conditions equal across patterns
 
     def env(self, arrival: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = {}
@@ -104,7 +106,7 @@ def _step_shard(m: Matcher, part, s: int, lay: layout.Layout, cols: _ShardColumn
     ne, status)`` (the first failed status ends it). ``bounds()``: the call's bounds
     (``Matcher._call_bounds``); ``progress(rows of the shard done, matches)`` after each call."""
     prog = m.program
-    masks, values, start = m._conditions(cols.env(arrival), cols.rows.shape[0])
+    masks, values, start = m._conditions(cols.env(arrival), cols.rows.shape[0], cols.conditions)
     calls = lay.calls[s]
     base = int(lay.shard_lo[s])
     tables = prog.tables()

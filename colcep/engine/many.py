@@ -21,6 +21,7 @@ from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STAT
                                    scan_input)
 from colcep.engine.tiers import DEFAULT_TIER
 from colcep.errors import InputError
+from colcep.kernels.codes import TIME_MAX
 from colcep.pattern import with_key
 from colcep.progress import scan_progress, scanning
 
@@ -90,8 +91,7 @@ class ManyMatcher:
 
     def close(self) -> pa.Table:
         """End of input for every pattern (see :meth:`colcep.Matcher.close`)."""
-        ms = list(self.matchers.values())
-        return self._named(atomically(ms, lambda: [m.close() for m in ms]))
+        return self._named(close_all(list(self.matchers.values())))
 
     def _named(self, outs: list[pa.Table]) -> pa.Table:
         return pa.concat_tables([with_pattern(name, self._decoded(out)) for name, out in zip(self.matchers, outs)],
@@ -161,6 +161,21 @@ def process_all(ms: list[Matcher], tbl: pa.Table, watermark: Any = None) -> list
                     raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")
             return feed(ms, [m._normalized(tbl) for m in ms])
         return [m.process(tbl, watermark=watermark) for m in ms]
+    return atomically(ms, run)
+
+
+def close_all(ms: list[Matcher]) -> list[pa.Table]:
+    """``[m.close() for m in ms]`` as one call (Matchers made ``lockstep``; see
+    :func:`process_all`): in processing time the end of input is one pass for all of them."""
+    def run() -> list[pa.Table]:
+        if ms[0].out_of_orderness is None and all(m._bound is not None for m in ms):
+            for m in ms:
+                m._check_open()
+            outs = feed(ms, [None] * len(ms), int(TIME_MAX))
+            for m in ms:
+                m._closed = True
+            return outs
+        return [m.close() for m in ms]
     return atomically(ms, run)
 
 

@@ -429,7 +429,7 @@ class Matcher:
         env = {}
         for name in needed:
             if not n:
-                env[name] = np.zeros(0)
+                env[name] = numeric.setdefault((name, None), np.zeros(0))
             elif self._bound.kinds[name] == cond.STR:
                 env[name] = self._string_codes(tbl.column(name))
             else:
@@ -448,16 +448,28 @@ class Matcher:
             env.update(hcols)
         return env
 
-    def _conditions(self, env: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _conditions(self, env: dict[str, np.ndarray], n: int,
+                    shared: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The event-only conditions over ``n`` rows of the columns ``env``: masks, values and
-        the rows where the start run could take an event (``CompiledPattern.start_mask``)."""
+        the rows where the start run could take an event (``CompiledPattern.start_mask``).
+        ``shared``: values of conditions evaluated for other patterns over the same columns
+        (``conditions.shared_key``), taken from it and added to it."""
         lw, strings = self.program.lowered, self._state.strings
+
+        def value(e):
+            key = None if shared is None else cond.shared_key(e, env)
+            if key is None:
+                return cond.evaluate(e, env, n, strings)
+            got = shared.get(key)
+            if got is None:
+                got = shared[key] = cond.evaluate(e, env, n, strings)
+            return got
         masks = np.zeros((max(1, len(lw.mask_exprs)), n), np.uint8)
         for i, e in enumerate(lw.mask_exprs):
-            masks[i] = cond.evaluate(e, env, n, strings)
+            masks[i] = value(e)
         cols = np.zeros((max(1, len(lw.col_exprs)), n), np.float64)
         for i, e in enumerate(lw.col_exprs):
-            cols[i] = cond.evaluate(e, env, n, strings)
+            cols[i] = value(e)
         return masks, cols, self.program.start_mask(masks, n)
 
     def _finish(self, tbl: pa.Table | None, n: int, row0: int, events: tuple) -> pa.Table:

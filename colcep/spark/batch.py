@@ -36,7 +36,7 @@ from colcep.errors import InputError
 from colcep.expr import Expr
 from colcep.engine.inputs import as_table, describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
-from colcep.engine.many import PATTERN_COL, atomically, keys_encoded, lockstep, process_all, with_pattern
+from colcep.engine.many import PATTERN_COL, close_all, keys_encoded, lockstep, process_all, with_pattern
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.progress import progress_wanted, spark_scan_meter
@@ -263,8 +263,7 @@ class Streams:
 
     def finish(self) -> list[pa.Table]:
         if self._matchers is not None:
-            ms = self._matchers
-            closed = atomically(ms, lambda: [m.close() for m in ms])
+            closed = close_all(self._matchers)
             return [self._name(n, t) for (n, s), c in zip(self.streams.items(), closed) for t in s.finish(c)]
         return [self._name(n, t) for n, s in self.streams.items() for t in s.finish()]
 
