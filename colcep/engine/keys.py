@@ -147,25 +147,26 @@ class KeyCodes:
             run_all([partial(np.take, self._mapping(values), idx, out=out[a:b])
                      for (idx, values), a, b in zip(parts, bounds, bounds[1:])])
             return out
-        if not self.composite and pa.types.is_dictionary(col.type):
-            return self._dictionary_codes(dictionary_encoded(col))
-        local, values = self.local(tbl)
-        return self._mapping(values)[local]
-
-    def _dictionary_codes(self, enc: pa.DictionaryArray) -> np.ndarray:
-        """The codes of a dictionary column's rows: by the entries' codes when the dictionary is
-        the last one's and every row's key is coded already, else as ``local`` numbers them."""
-        idx = enc.indices.to_numpy(zero_copy_only=False)
-        known = self._by_dictionary
-        if known is not None and known[0].equals(enc.dictionary):
-            codes = known[1][idx]
-            if codes.shape[0] == 0 or codes.min() >= 0:
+        enc = dictionary_encoded(col) if not self.composite and pa.types.is_dictionary(col.type) else None
+        if enc is not None:
+            codes = self._known_codes(enc)
+            if codes is not None:
                 return codes
-        rank, seen = karr.first_seen(np.array(idx, np.int64), len(enc.dictionary))
-        codes = self._mapping(enc.dictionary.take(pa.array(seen)).to_pylist())[rank[idx]]
-        self._by_dictionary = (enc.dictionary, np.array([self.codes.get(v, -1) for v in enc.dictionary.to_pylist()],
-                                                        np.int64))
+        local, values = self.local(tbl)
+        codes = self._mapping(values)[local]
+        if enc is not None:  # each entry's code, for the next batch with this dictionary
+            d = enc.dictionary
+            self._by_dictionary = (d, np.array([self.codes.get(v, -1) for v in d.to_pylist()], np.int64))
         return codes
+
+    def _known_codes(self, enc: pa.DictionaryArray) -> np.ndarray | None:
+        """The codes of a dictionary column's rows when its dictionary is the last one's and
+        every row's key is coded already (one gather), else None."""
+        known = self._by_dictionary
+        if known is None or not known[0].equals(enc.dictionary):
+            return None
+        codes = known[1][enc.indices.to_numpy(zero_copy_only=False)]
+        return codes if codes.shape[0] == 0 or codes.min() >= 0 else None
 
     def _mapping(self, values: list) -> np.ndarray:
         """The codes of the key ``values``, new ones numbered on."""

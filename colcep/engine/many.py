@@ -156,9 +156,7 @@ def process_all(ms: list[Matcher], tbl: pa.Table, watermark: Any = None) -> list
     def run() -> list[pa.Table]:
         if ms[0].out_of_orderness is None:
             for m in ms:
-                m._check_open()
-                if watermark is not None:
-                    raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")
+                m._check_process(watermark)
             return feed(ms, [m._normalized(tbl) for m in ms])
         return [m.process(tbl, watermark=watermark) for m in ms]
     return atomically(ms, run)

@@ -180,9 +180,7 @@ class Matcher:
         (and timed-out partial matches, if asked) that this batch completed. ``watermark``
         (event time only) follows the batch's rows: no row at or before this time will come
         any more (the batch's own rows are judged late against the watermark before it)."""
-        self._check_open()
-        if watermark is not None and self.out_of_orderness is None:
-            raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")
+        self._check_process(watermark)
         tbl = as_table(batch)
         return self._atomically(lambda: self._process(tbl, watermark))
 
@@ -301,6 +299,12 @@ class Matcher:
         return m
 
     # ------------------------------------------------------------------ stage and commit
+    def _check_process(self, watermark: Any) -> None:
+        """``process`` may take a batch (and ``watermark``) now."""
+        self._check_open()
+        if watermark is not None and self.out_of_orderness is None:
+            raise InputError("watermark= needs event time: create the Matcher with out_of_orderness=...")
+
     def _check_open(self) -> None:
         if self._failed is not None:
             raise InputError(f"this Matcher cannot continue: an earlier call failed and its state could not be "
@@ -434,14 +438,14 @@ class Matcher:
                 env[name] = self._string_codes(tbl.column(name))
             else:
                 col = tbl.column(name)
-                got = numeric.get((name, col.type))
-                if got is None:
+                key = (name, col.type)
+                if key not in numeric:
                     if pa.types.is_timestamp(col.type):
                         col = col.cast(pa.int64())
                     arr = col.to_numpy() if col.num_chunks == 1 and col.null_count == 0 else \
                         col.to_numpy(zero_copy_only=False)
-                    got = numeric[(name, tbl.column(name).type)] = np.asarray(arr, dtype=np.float64)
-                env[name] = got
+                    numeric[key] = np.asarray(arr, dtype=np.float64)
+                env[name] = numeric[key]
         if self._hist_plan is not None:  # prev / rolling: per key, over the rows carried from earlier batches
             st.history, hcols = hist.advance(st.history, self._hist_plan, env, codes, ts, n_keys, self._bound.unit,
                                              st.strings)
