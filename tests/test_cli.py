@@ -306,7 +306,7 @@ def test_kernel_step_is_announced_before_it_runs():
 def test_reporter_on_a_terminal_and_in_a_log():
     import io
 
-    from colcep.progress import Reporter
+    from colcep.engine.progress import Reporter
 
     class Tty(io.StringIO):
         def isatty(self):

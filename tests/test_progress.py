@@ -1,6 +1,7 @@
-"""Progress of library scans (``colcep.match(..., progress=...)``, ``colcep.progress``): where it
-is drawn (a log, a terminal, a notebook's display), how often, its last line, Ctrl-C, and that
-it changes nothing in the output. The command line's own voice is tested in test_cli.py."""
+"""Progress of library scans (``colcep.match(..., progress=...)``: ``colcep.engine.progress``;
+a lazy Spark scan's: ``colcep.spark.progress``): where it is drawn (a log, a terminal, a
+notebook's display), how often, its last line, Ctrl-C, and that it changes nothing in the output.
+The command line's own voice is tested in test_cli.py."""
 import io
 import re
 import subprocess
@@ -13,10 +14,11 @@ import pytest
 
 import colcep as cc
 from colcep import col, last
-from colcep import progress as prog
+from colcep.engine import progress as prog
 from colcep.engine import interrupt
 from colcep.engine import matcher as cm
 from colcep.engine import shards as shd
+from colcep.spark import progress as spark_prog
 from colcep.tools.ticks import make_ticks
 from interrupts import RUNAWAY
 
@@ -324,10 +326,10 @@ def wait_for(cond, seconds=5.0):
 
 def test_a_lazy_spark_scans_meter_follows_its_job(monkeypatch):
     monkeypatch.setattr(prog, "REDRAW_SECONDS", 0.01)
-    monkeypatch.setattr(prog, "IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(spark_prog, "IDLE_SECONDS", 0.3)
     sp, tty = FakeSpark(), Tty()
     sp.tasks = 5  # the user's metrics, already used by an earlier job: counted from here
-    w = prog.SparkScanMeter(sp, sp, 3, "colcep.spark.match_parquet", 300, stream=tty)
+    w = spark_prog.SparkScanMeter(sp, sp, 3, "colcep.spark.match_parquet", 300, stream=tty)
     try:
         assert w.meter is None and sp.listener is not None
         # another job's stage with as many tasks and none of ours finished: drawn, but no line ends
@@ -374,9 +376,9 @@ def test_a_later_spark_scan_takes_over_an_idle_meter_and_a_dropped_frame_disarms
         pass
 
     fa, fb = Frame(), Frame()
-    wa = prog.spark_scan_meter(None, fa, a, a, 2, "colcep.spark.match")
-    assert prog.spark_scan_meter(False, fb, b, b, 2, "colcep.spark.match") is None
-    wb = prog.spark_scan_meter(True, fb, b, b, 2, "colcep.spark.match")
+    wa = spark_prog.spark_scan_meter(None, fa, a, a, 2, "colcep.spark.match")
+    assert spark_prog.spark_scan_meter(False, fb, b, b, 2, "colcep.spark.match") is None
+    wb = spark_prog.spark_scan_meter(True, fb, b, b, 2, "colcep.spark.match")
     assert wa.stop.is_set() and a.listener is None and not wb.stop.is_set()  # a's job had not started
     del fb
     gc.collect()

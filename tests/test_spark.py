@@ -422,7 +422,7 @@ def test_progress_of_spark_scans(spark, tmp_path, capsys, monkeypatch):
     import io
     import re
 
-    from colcep import progress as prog
+    from colcep.engine import progress as prog  # the redraw interval of every meter, Spark's too
     from colcep.spark import ScanMetrics, match, match_parquet
 
     write_ticks(tmp_path / "hive", 6000, 6, 8, partition_by_key=True)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from colcep.errors import InputError
-from colcep.progress import num as _num
+from colcep.engine.progress import num as _num
 
 
 def _tick_options(g, default_events: int | None) -> None:

@@ -40,9 +40,9 @@ from colcep.cli.patterns import _load_patterns
 from colcep.engine.many import PATTERN_COL
 from colcep.errors import ColcepError, InputError
 from colcep.pattern import Pattern
-from colcep.progress import Reporter, SparkWatch as _SparkWatch, scan_done_text, scan_meter_text
-from colcep.progress import duration as _duration
-from colcep.progress import num as _num
+from colcep.engine.progress import Reporter, scan_done_text, scan_meter_text
+from colcep.engine.progress import num as _num
+from colcep.tools.spark_watch import SparkWatch as _SparkWatch
 from colcep.tools.summary import Summary, _fmt, format_matches
 
 #: Inputs up to this many rows scan faster in-process than on a local Spark session.
@@ -51,6 +51,20 @@ IN_PROCESS_HINT_ROWS = 20_000_000
 COMPILE_SECONDS = 120
 
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _duration(seconds: float) -> str:
+    """A span in words: ``850 ms``, ``12.5 s``, ``33.3 min``, ``5.2 h``, ``3.1 days``."""
+    s = abs(seconds)
+    if s < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if s < 120:
+        return f"{seconds:.1f} s"
+    if s < 7200:
+        return f"{seconds / 60:.1f} min"
+    if s < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
 
 
 def format_time_span(lo: Any, hi: Any, time: str, unit: str | None = "ms") -> str:

@@ -23,7 +23,7 @@ from colcep.engine.tiers import DEFAULT_TIER
 from colcep.errors import InputError
 from colcep.kernels.codes import TIME_MAX
 from colcep.pattern import with_key
-from colcep.progress import scan_progress, scanning
+from colcep.engine.progress import scan_progress, scanning
 
 #: The output column naming the pattern a row matched.
 PATTERN_COL = "pattern"

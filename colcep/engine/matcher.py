@@ -34,7 +34,7 @@ from colcep.kernels.codes import OK, TIME_MAX
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.pattern import KeyedPattern, Pattern, with_key
-from colcep.progress import scan_progress, scanning
+from colcep.engine.progress import scan_progress, scanning
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.tiers import DEFAULT_TIER, Tier, check_tier

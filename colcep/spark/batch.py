@@ -39,7 +39,8 @@ from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.many import PATTERN_COL, close_all, keys_encoded, lockstep, process_all, with_pattern
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
-from colcep.progress import progress_wanted, spark_scan_meter
+from colcep.engine.progress import progress_wanted
+from colcep.spark.progress import spark_scan_meter
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
 from colcep.engine.tiers import check_tier
@@ -663,7 +664,7 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
         and ``metrics`` (made when not given): its matching stage's tasks, the rows and matches
         of the finished ones, rows/s (no total: counting the input would be a job of its own).
         None (default): on when stderr is a terminal or this is a notebook; True / False.
-        As :func:`match_parquet`; see :class:`colcep.progress.SparkScanMeter`.
+        As :func:`match_parquet`; see :class:`colcep.spark.progress.SparkScanMeter`.
 
     Arrow batch size is the session's ``spark.sql.execution.arrow.maxRecordsPerBatch``
     (read when the job runs); any size works, large ones (>= 100 000) are faster.

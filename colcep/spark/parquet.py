@@ -16,7 +16,8 @@ from colcep.engine.ordering import key_time_order
 from colcep.errors import InputError
 from colcep.engine.keys import dictionary_encoded, key_names
 from colcep.pattern import KeyedPattern, Pattern, with_key
-from colcep.progress import progress_wanted, spark_scan_meter
+from colcep.engine.progress import progress_wanted
+from colcep.spark.progress import spark_scan_meter
 from colcep.spark.batch import (ID_BITS, ROW_COL, KeyedStream, ScanMetrics, _out_fields, _Spec,
                                 _to_arrow, _warm_kernels, arrow_spec)
 from colcep.spark.session import DEFAULT_BATCH_ROWS, local_session
@@ -259,7 +260,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | K
     terminal, a line every 10 s in a log), from Spark's status tracker and ``metrics`` (made
     when not given); rows and matches count once a task has finished. None (default): on when
     stderr is a terminal or this is a notebook; True: always; False: never. See
-    :class:`colcep.progress.SparkScanMeter`.
+    :class:`colcep.spark.progress.SparkScanMeter`.
     """
     pattern, key = with_key(pattern, key)
     import pyarrow.dataset as ds

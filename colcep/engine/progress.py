@@ -1,23 +1,22 @@
-"""Progress of long scans, drawn the way terminals, logs and notebooks draw it.
+"""The progress meter of a long scan, drawn the way terminals, logs and notebooks draw it.
 
-One module for the command line and the library:
-
-- :class:`Reporter`: ``colcep scan``'s stderr voice: step lines (``[ 12.3 s] starting local
-  Spark ...``) and a meter redrawn in place on a terminal (at most every ``REDRAW_SECONDS``) or
-  written as a line every ``LOG_SECONDS`` in a log;
+- :class:`ScanProgress`: the meter of one library call (``colcep.match(..., progress=...)``,
+  ``colcep.match_many``, ``colcep.sase_match``): on a terminal one line redrawn in place on
+  stderr, in a log a line every ``LOG_SECONDS``, in a notebook an updating display (IPython's
+  display handle); :func:`scan_progress` makes one from a ``progress=`` argument,
+  :func:`progress_wanted` says whether that argument asks for one, :func:`scanning` finishes its
+  line however the scan ends;
+- :class:`Reporter`: lines on stderr: step lines (``[ 12.3 s] starting local Spark ...``) and a
+  meter redrawn in place on a terminal (at most every ``REDRAW_SECONDS``) or written as a line
+  every ``LOG_SECONDS`` in a log; a :class:`ScanProgress` draws through one, and it is
+  ``colcep scan``'s voice;
 - the scan's accounting, in words: :func:`scan_meter_text` (``12.3% 1,234/10,000 rows, 5,000
   rows/s, 37 matches so far``), :func:`scan_done_text` (``matched 10,000 rows in 2.0 s (5,000
-  rows/s): 37 matches``), :func:`spark_meter_text` (Spark's stages and the scan's accumulators);
-- :class:`ScanProgress`: the meter of one library call (``colcep.match(..., progress=...)``,
-  ``colcep.spark.match_parquet(..., progress=...)``): on a terminal one line redrawn in place on
-  stderr, in a log a line every ``LOG_SECONDS``, in a notebook an updating display (IPython's
-  display handle); :func:`scan_progress` makes one from a ``progress=`` argument;
-- :class:`SparkWatch`: polls Spark's status tracker and a scan's accumulators for the CLI's meter
-  while an action runs; :class:`SparkScanMeter`: the same for a library call's lazy DataFrame,
-  armed until the job that runs it.
+  rows/s): 37 matches``), :func:`scan_stopped_text`.
 
-Nothing here imports the rest of colcep (the engine and the CLI both import it), nor IPython or
-pyspark unless they are already in use.
+The meters of Spark jobs build on these: :mod:`colcep.spark.progress` (a library call's lazy
+DataFrame) and :mod:`colcep.tools.spark_watch` (the command line's). Nothing here imports the
+rest of colcep, nor IPython or pyspark unless they are already in use.
 """
 from __future__ import annotations
 
@@ -38,20 +37,6 @@ LOG_SECONDS = 10.0
 def num(n: float) -> str:
     """``1234567.8`` -> ``1,234,568``."""
     return f"{n:,.0f}"
-
-
-def duration(seconds: float) -> str:
-    """A span in words: ``850 ms``, ``12.5 s``, ``33.3 min``, ``5.2 h``, ``3.1 days``."""
-    s = abs(seconds)
-    if s < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if s < 120:
-        return f"{seconds:.1f} s"
-    if s < 7200:
-        return f"{seconds / 60:.1f} min"
-    if s < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 def rate(rows: float, seconds: float) -> float:
@@ -77,19 +62,7 @@ def scan_stopped_text(done: int, total: int | None, seconds: float, matches: int
     return f"{why} after {num(done)}{of} rows ({seconds:.1f} s), {num(matches)} matches so far"
 
 
-def spark_meter_text(stages: list, seconds: float, rows: int, total: int | None, matches: int) -> str:
-    """A Spark job under way: its active ``stages`` (Spark's ``SparkStageInfo``), then what the
-    finished tasks matched (the scan's accumulators: they count a task once it has finished)."""
-    tasks = ", ".join(f"stage {s.stageId}: {s.numCompletedTasks}/{s.numTasks} tasks done, "
-                      f"{s.numActiveTasks} running" for s in stages) or "between stages"
-    of = f"/{num(total)}" if total else ""
-    pct = f"{100.0 * rows / total:.0f}% = " if total else ""
-    per = f", {num(rate(rows, seconds))} rows/s" if rows else ""
-    return f"Spark {tasks} ({seconds:.0f} s); finished tasks matched {pct}{num(rows)}{of} rows{per}, " \
-           f"{num(matches)} matches so far"
-
-
-# ============================================================================ the command line's voice
+# ============================================================================ lines on stderr
 class Reporter:
     """What a long command is doing, on stderr: ``step`` lines (``[ 12.3 s] starting local
     Spark ...``) and a progress ``meter``, redrawn in place on a terminal (at most twice a
@@ -354,175 +327,3 @@ def scanning(meter: ScanProgress | None, final: Callable[[], tuple[int, int]]) -
         meter.finish(error=exc)
         raise
     meter.finish(*final())
-
-
-# ============================================================================ Spark jobs
-class SparkWatch:
-    """Polls Spark's status tracker and a scan's accumulators (a ``ScanMetrics``) every
-    ``REDRAW_SECONDS`` on a background thread while the block runs, drawing
-    :func:`spark_meter_text` on ``rep``'s meter (``total``: the input's rows, when known)."""
-
-    def __init__(self, spark, metrics, total: int | None, rep: Reporter):
-        self.sc, self.metrics, self.total, self.rep = spark.sparkContext, metrics, total, rep
-        self.stop = threading.Event()
-        self.t0 = time.perf_counter()
-        self.th = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        if self.rep.meter_on:
-            self.th.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        if self.th.is_alive():
-            self.th.join()
-        self.rep.done()
-
-    def _run(self):
-        tracker = self.sc.statusTracker()
-        while not self.stop.wait(REDRAW_SECONDS):
-            try:
-                stages = active_stages(tracker)
-                rows, matches = int(self.metrics.rows), int(self.metrics.matches)
-            except Exception:  # noqa: BLE001 - the meter is best effort
-                continue
-            self.rep.meter(spark_meter_text(stages, time.perf_counter() - self.t0, rows, self.total, matches))
-
-
-def active_stages(tracker) -> list:
-    """The active stages' ``SparkStageInfo`` (a stage that ended meanwhile is left out)."""
-    stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-    return [s for s in stages if s is not None]
-
-
-#: A Spark meter whose stage ended with none of its tasks finished says so after this long.
-IDLE_SECONDS = 2.0
-
-
-class SparkScanMeter:
-    """The meter of a lazy Spark scan (``colcep.spark.match_parquet`` / ``match`` with
-    ``progress``): armed when the DataFrame is made, it follows the job that runs it, whatever
-    the action (a write, ``toPandas``, ``count``). That job is known by its ``tasks`` tasks (the
-    scan's partitions): an active stage with that many tasks, or a task of this scan that
-    finished (``metrics``: the scan's ``ScanMetrics``, whose accumulators count a task's rows
-    and matches once it has finished). The rows and matches drawn are the finished tasks'.
-
-    A background thread polls Spark's status tracker every ``REDRAW_SECONDS`` while armed; the
-    last line is drawn when the last task's values arrive (``ScanMetrics.on_task``: before the
-    action returns), after which the meter is done. A job that ends before all the tasks ran (a
-    ``show`` or ``limit``, a failure, Ctrl-C: PySpark cancels the jobs) gets a line saying so and
-    the meter waits for the next; when none of its tasks had finished, the stage may have been
-    another with as many tasks (the shuffle's map side before ``match``'s matching stage), so the
-    line stays for the next stage and says so only after ``IDLE_SECONDS``. ``close`` disarms it (the DataFrame was dropped; a later scan
-    with progress takes over a meter whose job has not started)."""
-
-    _armed: "list[SparkScanMeter]" = []  # meters waiting for their job (one per process)
-    _armed_lock = threading.Lock()
-
-    def __init__(self, sc, metrics, tasks: int, what: str, total: int | None, display: Callable | None = None,
-                 stream=None, delay: float = 0.0):
-        self.sc, self.metrics, self.tasks, self.what, self.total = sc, metrics, int(tasks), what, total
-        self._display, self._stream, self._delay = display, stream, delay
-        self.meter: ScanProgress | None = None
-        self._seen_stage = False  # the meter drawing has seen its job's stage active
-        self._gone: float | None = None  # when that stage was last seen to end without a finished task
-        self.lines = 0  # meters finished (jobs followed)
-        self.stop = threading.Event()
-        self._lock = threading.Lock()
-        self._base = self._values()
-        with SparkScanMeter._armed_lock:
-            idle = [m for m in SparkScanMeter._armed if m.meter is None]  # not drawing: this one takes over
-        for older in idle:
-            older.close()
-        with SparkScanMeter._armed_lock:
-            SparkScanMeter._armed.append(self)
-        metrics.on_task(self._task_done)
-        self.th = threading.Thread(target=self._run, daemon=True, name="colcep-spark-progress")
-        self.th.start()
-
-    def _values(self) -> tuple[int, int, int]:
-        m = self.metrics
-        return int(m.tasks), int(m.rows), int(m.matches)
-
-    def _counts(self) -> tuple[int, int, int]:
-        return tuple(v - b for v, b in zip(self._values(), self._base))
-
-    def _start(self) -> None:
-        self.meter = ScanProgress(self.what, self.total, display=self._display, stream=self._stream, delay=self._delay)
-
-    def _task_done(self) -> None:
-        """A task of this scan finished (PySpark's accumulator thread)."""
-        with self._lock:
-            if self.stop.is_set():
-                return
-            tasks, rows, matches = self._counts()
-            if self.meter is None:
-                self._start()
-            if tasks >= self.tasks:
-                self.meter.finish(rows, matches)
-                self.lines += 1
-                self.close()
-            else:
-                self.meter.update(rows, matches, detail=f"{tasks}/{self.tasks} tasks done")
-
-    def _run(self) -> None:
-        errors = 0
-        while not self.stop.wait(REDRAW_SECONDS):
-            try:
-                stages = [s for s in active_stages(self.sc.statusTracker()) if s.numTasks == self.tasks]
-            except Exception:  # noqa: BLE001 - a stopped context: nothing more to follow
-                errors += 1
-                if errors >= 10:
-                    self.close()
-                continue
-            errors = 0
-            with self._lock:
-                if self.stop.is_set():
-                    return
-                tasks, rows, matches = self._counts()
-                if self.meter is None and not stages:
-                    continue
-                if self.meter is None:
-                    self._start()
-                if stages:
-                    self._seen_stage, self._gone = True, None
-                elif not self._seen_stage:  # known by its finished tasks only (its stage has fewer tasks)
-                    continue
-                elif tasks == 0 and (self._gone is None or time.perf_counter() - self._gone < IDLE_SECONDS):
-                    # none of its tasks finished: the stage may have been another with as many tasks
-                    # (the shuffle before a match, another job); the line stays, for the next stage
-                    self._gone = self._gone or time.perf_counter()
-                    continue
-                else:  # the job ended before all the tasks ran: say so, wait for the next
-                    self.meter.finish(rows, matches, stopped=f"Spark job ended with {tasks}/{self.tasks} tasks done")
-                    self.lines += 1
-                    self.meter, self._base, self._seen_stage, self._gone = None, self._values(), False, None
-                    continue
-                running = sum(s.numActiveTasks for s in stages)
-                self.meter.update(rows, matches, detail=f"{tasks}/{self.tasks} tasks done, {running} running")
-
-    def close(self) -> None:
-        """Disarm: no more lines (a meter drawing stays as it is drawn)."""
-        self.stop.set()
-        try:
-            self.metrics.on_task(None)
-        except Exception:  # noqa: BLE001 - a stopped context
-            pass
-        with SparkScanMeter._armed_lock:
-            if self in SparkScanMeter._armed:
-                SparkScanMeter._armed.remove(self)
-
-
-def spark_scan_meter(progress: Any, df, sc, metrics, tasks: int, what: str,
-                     total: int | None = None) -> SparkScanMeter | None:
-    """A :class:`SparkScanMeter` for the DataFrame ``df`` when ``progress`` asks for one
-    (:func:`progress_wanted`), disarmed when ``df`` is dropped."""
-    import weakref
-
-    if not progress_wanted(progress):
-        return None
-    watch = SparkScanMeter(sc, metrics, tasks, what, total, display=notebook_display(),
-                           delay=QUIET_SECONDS if progress is None else 0.0)
-    weakref.finalize(df, watch.close)
-    return watch
