@@ -1,5 +1,8 @@
 """colcep: complex event processing with Flink CEP's semantics on columnar data."""
 from colcep.version import __version__  # noqa: F401
+from colcep.engine import kernel_cache as _kernel_cache
+
+_kernel_cache.install()  # first: the kernel modules imported below are cached in colcep's own folder
 from colcep.errors import (CapacityError, ColcepError, ColcepWarning, InputError, PatternError, SnapshotError,
                      WindowSpecError)
 from colcep.expr import Expr, avg, col, count, first, last, lit, max, min, prev, rolling, sum

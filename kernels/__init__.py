@@ -1,4 +1,3 @@
-"""Numba kernels: plain arrays in, plain arrays out (installed as ``colcep.kernels``)."""
-from ..cache import install as _install_cache_locator
-
-_install_cache_locator()  # before the kernel modules: cache them in a path-independent folder (colcep.cache)
+"""Numba kernels: plain arrays in, plain arrays out (installed as ``colcep.kernels``). They import
+nothing from colcep; where they are cached is :mod:`colcep.engine.kernel_cache`, whose locator
+``colcep/__init__.py`` installs before any kernel module is imported."""

@@ -19,7 +19,7 @@ def cds_archive() -> str:
     these options, in colcep's cache folder (``make_cds_archive`` writes it)."""
     import pyspark
 
-    from colcep import cache
+    from colcep.engine import kernel_cache as cache
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
     tag = hashlib.sha256(f"{java}|{pyspark.__version__}|{BASE_OPTIONS}".encode()).hexdigest()[:16]

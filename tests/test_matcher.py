@@ -246,7 +246,7 @@ print("ok")
 def test_first_compile_is_announced_once_per_process(monkeypatch, capsys):
     """A cold kernel cache makes the first kernel call compile for about a minute: the library
     says so once on stderr (unless silenced), never again in the process."""
-    from colcep import cache
+    from colcep.engine import kernel_cache as cache
     t = pa.table({"ts": [1, 2, 3], "x": [1.0, 2.0, 3.0]})
     p = cc.Pattern.begin("a").where(col("x") > 1)
     monkeypatch.setattr(cache, "kernels_cold", lambda: True)

@@ -18,7 +18,7 @@ import pytest
 
 import colcep
 import colcep.kernels
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 from colcep.spark.ship import build_zip, zip_name
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def test_zip_holds_the_whole_package_and_is_reproducible(tmp_path):
     want = {f"colcep/{p.relative_to(top).as_posix()}" for p in top.rglob("*.py") if "kernels" not in p.parts} | \
            {f"colcep/kernels/{p.name}" for p in Path(colcep.kernels.__path__[0]).glob("*.py")}
     assert names == want
-    assert {"colcep/__init__.py", "colcep/cache.py", "colcep/spark/ship.py", "colcep/engine/matcher.py",
+    assert {"colcep/__init__.py", "colcep/engine/kernel_cache.py", "colcep/spark/ship.py", "colcep/engine/matcher.py",
             "colcep/lang/sql/query.py", "colcep/kernels/__init__.py", "colcep/kernels/nfa.py"} <= names
 
 
@@ -69,7 +69,7 @@ sys.path.insert(0, zip_path)
 import numpy as np
 import colcep
 from colcep.kernels import arrays
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 order, ptr = arrays.group_by_key(np.array([1, 0, 1, 2], np.int64), 3)
 st = arrays.group_by_key.stats
 print(json.dumps({"colcep": colcep.__file__, "order": order.tolist(), "cache_path": st.cache_path,
@@ -121,6 +121,23 @@ def test_cache_folder_follows_the_environment(tmp_path):
     assert nfa.run_batch.stats.cache_path == os.path.join(cache.cache_dir(), "kernels")
 
 
+def test_every_kernel_is_cached_by_colceps_locator():
+    """``colcep/__init__.py`` installs the locator before anything imports a kernel module (the
+    kernels import nothing from colcep, so nothing else would): every kernel of every module."""
+    import importlib
+    import pkgutil
+
+    from numba.core.dispatcher import Dispatcher
+
+    paths = {}
+    for info in pkgutil.iter_modules(colcep.kernels.__path__):
+        mod = importlib.import_module(f"colcep.kernels.{info.name}")
+        for name, obj in vars(mod).items():
+            if isinstance(obj, Dispatcher) and obj.__module__ == mod.__name__:
+                paths[f"{info.name}.{name}"] = obj.stats.cache_path
+    assert len(paths) > 100 and set(paths.values()) == {os.path.join(cache.cache_dir(), "kernels")}
+
+
 def test_source_stamp_follows_the_modules_a_kernel_imports(tmp_path):
     (tmp_path / "a.py").write_text("from .b import f\nfrom . import c\n")
     (tmp_path / "b.py").write_text("X = 1\n")
@@ -147,7 +164,7 @@ def test_compile_lock_excludes_other_processes(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["COLCEP_CACHE_DIR"] = str(tmp_path / "cache")
-    hold = ("import sys; from colcep.cache import compile_lock\n"
+    hold = ("import sys; from colcep.engine.kernel_cache import compile_lock\n"
             "with compile_lock():\n    print('held', flush=True); sys.stdin.readline()\nprint('released', flush=True)\n")
     p = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                          env=env)

@@ -20,7 +20,7 @@ import pytest
 from numba import njit
 
 import colcep as cc
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 from colcep.engine import codegen, stepgen
 from colcep.errors import ColcepWarning, InputError
 from colcep.tools.examples import BENCHMARK_PATTERNS, P2, desk_patterns
@@ -325,7 +325,7 @@ def test_the_step_loads_under_the_compile_lock_its_thread_holds():
     _run(cc.compile(P1_SHAPE), ticks, "compiled", 3000)  # compiled (or loaded) here
     script = """
 import colcep as cc
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 from colcep.tools.examples import desk_patterns
 from colcep.tools.ticks import make_ticks
 with cache.compile_lock():

@@ -33,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colcep import cache
-from colcep.cache import kernels_cold
+from colcep.engine import kernel_cache as cache
+from colcep.engine.kernel_cache import kernels_cold
 from colcep.cli.generate import _check_tick_options, _tick_options, _write_ticks_atomic
 from colcep.cli.patterns import _load_patterns
 from colcep.engine.many import PATTERN_COL

@@ -11,16 +11,16 @@ from colcep.errors import InputError
 def add_parser(sub) -> None:
     """The ``warmup`` subcommand and its arguments."""
     w = sub.add_parser("warmup", help="compile the kernels for this machine now (images, cluster init scripts)",
-                       description="Compile colcep's kernels into this machine's cache (colcep.cache) ahead of the "
-                                   "first scan, independent groups in parallel processes; what is cached already "
-                                   "is only loaded.")
+                       description="Compile colcep's kernels into this machine's cache (colcep.engine.kernel_cache) "
+                                   "ahead of the first scan, independent groups in parallel processes; what is "
+                                   "cached already is only loaded.")
     w.add_argument("--groups", help="comma-separated kernel groups (default: all of cep,sql,windows)")
     w.add_argument("--processes", type=int, metavar="N", help="processes at once (default: the cores, one per group)")
 
 
 def run(a: argparse.Namespace) -> int:
     """Compile (or load) the kernel groups ``a`` names; the exit status."""
-    from colcep import cache
+    from colcep.engine import kernel_cache as cache
     from colcep.tools.warmup import warmup
 
     if a.processes is not None and a.processes < 1:

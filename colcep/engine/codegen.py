@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 from colcep.kernels import conds as kconds
 from colcep.kernels import vm
 

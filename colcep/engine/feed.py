@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 from colcep.engine import interrupt
 from colcep.engine import layout
 from colcep.engine import shards as shd

@@ -46,7 +46,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 
-from colcep import cache
+from colcep.engine import kernel_cache as cache
 from colcep.engine import codegen
 from colcep.engine.program import CompiledPattern
 from colcep.kernels import codes as kc

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colcep.cache import compile_lock, kernel_compiles
+from colcep.engine.kernel_cache import compile_lock, kernel_compiles
 from colcep.errors import InputError
 from colcep.expr import Expr
 from colcep.engine.inputs import as_table, describe_row, first_nulls, null_checks
@@ -367,8 +367,8 @@ def _warm_kernels(spec: _Spec) -> float:
     once per worker process and pattern, before the task's rows run.
 
     The worker processes of a machine take the machine-wide lock first
-    (:func:`colcep.cache.compile_lock`), so one compiles and writes the on-disk cache (a folder
-    that does not depend on the application, :mod:`colcep.cache`) while the others wait and then
+    (:func:`colcep.engine.kernel_cache.compile_lock`), so one compiles and writes the on-disk cache (a folder
+    that does not depend on the application, :mod:`colcep.engine.kernel_cache`) while the others wait and then
     load it: Numba compiles once per machine. Returns the seconds spent (0 when this process had
     already warmed this pattern up)."""
     key = _warm_key(spec)

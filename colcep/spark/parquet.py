@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from colcep.cache import kernel_compiles
+from colcep.engine.kernel_cache import kernel_compiles
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 from colcep.engine.ordering import key_time_order
 from colcep.errors import InputError

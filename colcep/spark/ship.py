@@ -16,7 +16,7 @@ or, from a driver where colcep is installed:
 
 The zip is built from the colcep that is imported here, its entries in a fixed order with
 fixed times, so the same code gives the same bytes. The kernels' Numba cache does not depend
-on where the zip lands (:mod:`colcep.cache`): every application and pattern on an executor
+on where the zip lands (:mod:`colcep.engine.kernel_cache`): every application and pattern on an executor
 machine reuses what the first one compiled.
 """
 from __future__ import annotations
@@ -122,11 +122,11 @@ def executor_report(spark: "SparkSession", tasks: int | None = None) -> list[dic
                                 "executable": _sys.executable}
         try:
             import colcep
-            import colcep.cache
+            import colcep.engine.kernel_cache
             import numba
 
             info.update(colcep=_os.path.abspath(colcep.__file__), version=colcep.__version__, numba=numba.__version__,
-                        cache_dir=colcep.cache.cache_dir())
+                        cache_dir=colcep.engine.kernel_cache.cache_dir())
         except ImportError as exc:
             info["error"] = repr(exc)
         return [info]

@@ -1,7 +1,7 @@
 """Compile colcep's kernels ahead of the first scan, its subsystems in parallel processes.
 
 A kernel compiles the first time a process on this machine calls it and is then cached on disk
-(:mod:`colcep.cache`). The CEP engine's step is the largest (one chain of calls Numba compiles
+(:mod:`colcep.engine.kernel_cache`). The CEP engine's step is the largest (one chain of calls Numba compiles
 one function at a time); the standard SQL mode's row-pattern search, the window and trigger
 kernels are independent of it, so on a machine with two or more cores they compile beside it.
 Each group runs small scans that call its kernels with the argument types real scans use; what
@@ -64,7 +64,7 @@ GROUPS: dict[str, Callable[[], None]] = {"cep": _cep, "sql": _sql, "windows": _w
 
 def warm_group(name: str) -> tuple[str, float, int]:
     """Run one group's scans in this process: (name, seconds, kernels compiled here)."""
-    from colcep import cache
+    from colcep.engine import kernel_cache as cache
 
     cache.notice = False
     t0 = time.perf_counter()

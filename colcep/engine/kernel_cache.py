@@ -1,4 +1,4 @@
-"""Where colcep's Numba kernels are cached, and the lock around compiling them.
+"""Where colcep's compiled kernels are cached, and the lock around compiling them.
 
 Numba's own cache locators key the cache folder by the folder that holds the source file
 (``<cache>/kernels_<sha1 of that folder's path>``). On a cluster that path holds the
@@ -17,13 +17,16 @@ that does not depend on where colcep's code lives (installed, editable, zip or a
 
 A cached kernel is valid while its source is: the stamp is a hash of the kernel's module and
 of the kernel modules it imports (``from .buffer import ...``), not a file time or a path. Numba
-itself only checks the function's own file, so a change in a helper module went unseen.
+itself only checks the function's own file, so a change in a helper module went unseen. The
+engine's compiled step (:mod:`colcep.engine.stepgen`) is cached in the same folder (``step/``).
 
 :func:`compile_lock` is the cross-process lock (``fcntl.flock`` on a file in that folder)
 that Spark workers and drivers take around loading / compiling the kernels, so that one
 process of a machine compiles and the others wait, then load.
 
-Nothing here changes how Numba caches any code other than colcep's kernels.
+Nothing here changes how Numba caches any code other than colcep's kernels. The kernels do not
+import this module (they import nothing from colcep): ``colcep/__init__.py`` calls :func:`install`
+before anything imports a kernel module.
 """
 from __future__ import annotations
 
@@ -172,7 +175,7 @@ def _locator_class():
 
 def install() -> bool:
     """Put colcep's locator first in Numba's list (before ``colcep.kernels`` modules define
-    their ``@njit(cache=True)`` functions: ``colcep/kernels/__init__.py`` calls this).
+    their ``@njit(cache=True)`` functions: ``colcep/__init__.py`` calls this first).
     Returns False when this Numba has no such list (then Numba's own locators apply)."""
     try:
         from numba.core import caching
@@ -268,7 +271,7 @@ def kernels_cold() -> bool | None:
 def notice_compile() -> None:
     """Once per process, before the first kernel call: when the kernels are not cached on this
     machine yet, say on stderr that they compile now, once (a minute of silence otherwise looks
-    like a hang). ``colcep.cache.notice = False`` silences it."""
+    like a hang). ``colcep.engine.kernel_cache.notice = False`` silences it."""
     global _checked
     if _checked:
         return
