@@ -1,5 +1,7 @@
-"""The package's layout: no module imports one that imports it back, layers import downwards
-only, and the public names stay where users import them."""
+"""The package's layout: the top level holds the user's vocabulary and the entry point, every
+other module sits in its floor's folder; no module imports one that imports it back, layers import
+downwards only, the kernels import nothing from colcep, and the public names stay where users
+import them."""
 import ast
 from pathlib import Path
 
@@ -11,6 +13,14 @@ TOP = Path(colcep.__file__).parent
 
 # a layer may import from itself and the layers after it in this list, never from one before it
 LAYERS = ["colcep.cli", "colcep.tools", "colcep.spark", "colcep.lang", "colcep.windows", "colcep.engine", "colcep.kernels"]
+# the top level (colcep/*.py): the user's vocabulary, which every layer but the kernels may use, and
+# the entry point (colcep/__init__.py: `import colcep as cc`; the command line's is colcep.cli)
+VOCABULARY = ["colcep.pattern", "colcep.expr", "colcep.skip", "colcep.stages", "colcep.errors", "colcep.durations",
+              "colcep.version"]
+ENTRY_POINTS = ["colcep"]
+# what the vocabulary may import besides itself: the kernels' integer codes (skip strategies) and the
+# JSON codec (Pattern.to_json / from_json), which builds patterns with the class it is handed
+VOCABULARY_USES = ["colcep.kernels.codes", "colcep.lang.json_format"]
 # the upward calls there are: an entry point handed a Spark DataFrame runs it on Spark (colcep.sql
 # from the SQL package's entry, whose parser and runner modules colcep.spark.sql imports;
 # SaseQuery.match; colcep.windows' assign, aggregate and ohlc), imported inside the call that needs it
@@ -104,9 +114,26 @@ def _layer(m: str) -> int | None:
     return None
 
 
+def test_top_level_holds_the_vocabulary_and_the_entry_point():
+    """A module that is neither vocabulary nor the entry point belongs in a floor's folder."""
+    files = {".".join(("colcep",) + ((p.stem,) if p.stem != "__init__" else ())) for p in TOP.glob("*.py")}
+    assert sorted(files) == sorted(VOCABULARY + ENTRY_POINTS)
+    folders = {f"colcep.{p.name}" for p in TOP.iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(folders - {"colcep.kernels"}) == sorted(set(LAYERS) - {"colcep.kernels"})  # kernels/: a source tree's
+
+
+def test_the_vocabulary_knows_no_floor():
+    """Patterns, expressions, skip strategies and errors know nothing of the engine, the windows,
+    Spark, the tools or the command line."""
+    for m, targets in _imports(_modules()).items():
+        if m in VOCABULARY:
+            allowed = set(VOCABULARY + VOCABULARY_USES)
+            assert targets <= allowed, (m, sorted(targets - allowed))
+
+
 def test_layers_import_downwards_only():
     """Front-ends and windows know nothing of Spark, the engine nothing of front-ends, windows or
-    Spark, kernels nothing of colcep but its kernel cache locator."""
+    Spark, kernels nothing of colcep."""
     bad = []
     for m, targets in _imports(_modules()).items():
         lm = _layer(m)
@@ -117,10 +144,20 @@ def test_layers_import_downwards_only():
     assert sorted(bad) == SANCTIONED
 
 
-def test_kernels_import_no_python_layer():
-    for m, targets in _imports(_modules()).items():
+def test_kernels_import_nothing_from_colcep():
+    """The lowest floor: the kernels import only each other (where they are cached is the engine's
+    colcep.engine.kernel_cache, whose locator colcep/__init__.py installs)."""
+    mods = _modules()
+    for m, targets in _imports(mods).items():
         if m.startswith("colcep.kernels"):
-            assert {t for t in targets if not t.startswith("colcep.kernels")} <= {"colcep.cache"}, m
+            assert {t for t in targets if not t.startswith("colcep.kernels")} == set(), m
+    for m, p in mods.items():  # nor reach above their folder (from .. import x), whatever x is
+        if m.startswith("colcep.kernels"):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    assert node.level <= 1 and not (node.module or "").startswith("colcep"), (m, ast.dump(node))
+                elif isinstance(node, ast.Import):
+                    assert not any(a.name.split(".")[0] == "colcep" for a in node.names), m
 
 
 @pytest.mark.parametrize("name", ["Pattern", "match", "Matcher", "sql", "sase", "sase_match", "compile",

@@ -11,5 +11,8 @@ that steps Arrow batches through the kernels.
 - driver: :mod:`~colcep.engine.matcher` (``Matcher``, ``match``), :mod:`~colcep.engine.shards`
   (keys over threads), :mod:`~colcep.engine.interrupt` (Ctrl-C in kernel calls),
   :mod:`~colcep.engine.tiers` (which kernel a call runs), :mod:`~colcep.engine.stepgen` (the
-  compiled step), :mod:`~colcep.engine.codegen` (what generated kernels share).
+  compiled step), :mod:`~colcep.engine.codegen` (what generated kernels share),
+  :mod:`~colcep.engine.progress` (a scan's progress meter, ``progress=``);
+- compiled code: :mod:`~colcep.engine.kernel_cache` (where the kernels and the compiled step are
+  cached on a machine, and the lock around compiling them).
 """

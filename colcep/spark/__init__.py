@@ -17,7 +17,9 @@ The modules, one concern each (pyspark is imported lazily: ``import colcep`` nev
 - :mod:`~colcep.spark.windows`: ``colcep.windows``' assign, aggregate and ohlc of a DataFrame;
 - :mod:`~colcep.spark.window_stream`: :func:`aggregate_stream`, windows that fire by trigger on a stream;
 - :mod:`~colcep.spark.sql`: :func:`sql`, MATCH_RECOGNIZE on Spark DataFrames;
-- :mod:`~colcep.spark.ship`: :func:`ship`, colcep as a zip for executors that lack it.
+- :mod:`~colcep.spark.ship`: :func:`ship`, colcep as a zip for executors that lack it;
+- :mod:`~colcep.spark.progress`: the progress meter of a lazy scan (``progress=``), following the
+  job that runs it.
 """
 from colcep.spark.batch import (ID_BITS, ROW_COL, KeyedStream, ScanMetrics, arrow_spec, match, match_many,
                                 output_schema)

@@ -7,7 +7,8 @@
   (``colcep scan --in-process``);
 - :mod:`~colcep.tools.summary`: what a scan found, counted as its output goes by;
 - :mod:`~colcep.tools.plot`: pictures of what a scan found (matplotlib);
-- :mod:`~colcep.tools.warmup`: the kernels compiled ahead of the first scan (``colcep warmup``).
+- :mod:`~colcep.tools.warmup`: the kernels compiled ahead of the first scan (``colcep warmup``);
+- :mod:`~colcep.tools.spark_watch`: the meter of a Spark action (``colcep scan`` on Spark).
 
 They sit above Spark and below the command line: they may import any layer of colcep but the
 command line, and no layer imports them.
