@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 CORPUS = Path(__file__).parent / "data" / "sql_flink.json"
+FINAL_WATERMARK = "+292278994-08-17 07:12:55.807"   # Flink's final watermark, Long.MAX_VALUE ms (flinksql_oracle.py)
 _TYPES = {"INT": pa.int32(), "BIGINT": pa.int64(), "STRING": pa.string(), "DOUBLE": pa.float64(),
           "TIMESTAMP(3)": pa.timestamp("ms")}
 
@@ -90,13 +91,29 @@ def reason_mismatch(flink: str, colcep: str) -> str | None:
     return f"no reason of colcep's is mapped to Flink's {flink!r} (tests/flinksql.py REASONS)"
 
 
+def rows_of(t: pa.Table) -> list[dict]:
+    """``t.to_pylist()``, but the final watermark (the largest timestamp: a match Flink emits at
+    the end of input has it as MATCH_ROWTIME, colcep/lang/sql/rowtime.py) as the oracle gives it,
+    ``FINAL_WATERMARK`` (Python's datetime cannot hold it)."""
+    cols = {}
+    for name in t.column_names:
+        c = t.column(name)
+        if pa.types.is_timestamp(c.type):
+            ints = c.cast(pa.int64()).to_pylist()
+            cols[name] = [FINAL_WATERMARK if v == 2 ** 63 - 1 else None if v is None else pa.scalar(v, c.type).as_py()
+                          for v in ints]
+        else:
+            cols[name] = c.to_pylist()
+    return [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
+
+
 def colcep_rows(case: dict, spark: Any = None) -> list[dict]:
     import colcep
     t = table(case)
     if spark is None:
-        return colcep.sql(case["sql"], semantics="flink", t=t).to_pylist()
+        return rows_of(colcep.sql(case["sql"], semantics="flink", t=t))
     df = spark.createDataFrame(t)      # from Arrow: local_session's two partitions
-    return colcep.sql(case["sql"], semantics="flink", t=df).toArrow().to_pylist()
+    return rows_of(colcep.sql(case["sql"], semantics="flink", t=df).toArrow())
 
 
 def outcome(case: dict, spark: Any = None) -> tuple:

@@ -198,6 +198,52 @@ def cases(n: int, seed: int, max_rows: int = 30, loose: bool = False, nulls: flo
     return out
 
 
+# Issue 44's shapes: a reluctant loop before a variable that can take the same row, a reluctant
+# loop (a star above all) at the end, each with MATCH_ROWTIME() under every skip, with and
+# without WITHIN. Conditions on one column with overlapping ranges, so that several splits of the
+# same rows complete together and matches wait behind longer partial matches.
+SHAPES = ["A+? B", "A{2,}? B", "A{1,3}? B", "A*? B", "A+? B C", "A+? B* C", "A{1,}? B* C", "A+? B+ C",
+          "A+? B? C", "A+? B{1,3}? C", "A+? B+? C", "A{2,}? B{2} C", "A B*?", "A B C*?", "A+? B C*?",
+          "A B+? C*?", "A B* C D*?", "A B+?", "A B C{2,}?", "A B{1,3}?", "A B? C D+?", "A+? B* C D*?"]
+SKIPS = ["AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP TO FIRST {v}",
+         "AFTER MATCH SKIP TO LAST {v}", ""]
+
+
+def _shape_condition(rng: random.Random, var: str, earlier: list[str]) -> str:
+    c = rng.choice(["price", "price", "price", "vol"])
+    kind = rng.random()
+    if kind < 0.6:
+        return f"{var}.{c} {rng.choice(['>', '>=', '<', '<='])} {_const(rng, c)}"
+    if kind < 0.75 and earlier:
+        return f"{var}.{c} {rng.choice(['>', '<', '>=', '<='])} {rng.choice(earlier)}.{c}"
+    if kind < 0.85:
+        return f"{var}.{c} {rng.choice(['>', '<'])} LAST({var}.{c}, 1) OR LAST({var}.{c}, 1) IS NULL"
+    return condition(rng, var, earlier, loose=True)
+
+
+def shape_query(rng: random.Random) -> str:
+    pattern = rng.choice(SHAPES)
+    variables = re.findall(r"[A-Z]", pattern)
+    define = ",\n    ".join(f"{v} AS {_shape_condition(rng, v, variables[:i])}" for i, v in enumerate(variables)
+                            if rng.random() < 0.9) or "A AS A.price > 6"
+    m = ["MATCH_ROWTIME() AS rt"]
+    for v in variables:
+        m += [f"FIRST({v}.id) AS f{v.lower()}", f"LAST({v}.id) AS l{v.lower()}"][:rng.choice([1, 2, 2])]
+    m.append(rng.choice(["COUNT(*) AS n", f"COUNT({variables[1]}.id) AS n", "LAST(ts) AS lt", "FIRST(ts) AS ft"]))
+    skip = rng.choice(SKIPS).format(v=rng.choice(variables))
+    within = rng.choice(["", "", f" WITHIN INTERVAL '{rng.choice([2, 3, 4, 5, 8])}' SECOND"])
+    part = rng.choice(["PARTITION BY sym ", "PARTITION BY sym ", ""])
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (\n  {part}ORDER BY ts\n  MEASURES {', '.join(m)}\n"
+            f"  ONE ROW PER MATCH\n  {skip}\n  PATTERN ({pattern}){within}\n  DEFINE {define}\n)")
+
+
+def shape_cases(n: int, seed: int, max_rows: int = 24) -> list[dict]:
+    """``n`` queries of issue 44's shapes (``SHAPES``) over ticks, ids ``s<seed>_<i>``."""
+    rng = random.Random(seed)
+    return [{"id": f"s{seed}_{i}", "sql": shape_query(rng), "rows": rows(rng, rng.randint(10, max_rows)),
+             "schema": SCHEMA} for i in range(n)]
+
+
 def _probe(pattern: str, define: str = "A AS A.price > 8", measures: str = "FIRST(A.id) AS fa",
            rpm: str = "ONE ROW PER MATCH", skip: str = "AFTER MATCH SKIP PAST LAST ROW", part: str = "PARTITION BY sym ",
            within: str = "", order: str = "ts") -> str:
@@ -282,9 +328,57 @@ PROBES = {      # one rule each: what Flink accepts, refuses, and how it navigat
 }
 
 
+def _tick(i: int, ms: int, price: int, sym: str = "X") -> dict:
+    t = T0 + dt.timedelta(milliseconds=ms)
+    return {"id": i, "sym": sym, "price": price, "vol": 5, "px": 10.0, "ts": t.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]}
+
+
+def _rowtime_probe(skip: str = "AFTER MATCH SKIP PAST LAST ROW", within: str = "") -> str:
+    # A+? B where B must beat the first A by 5: a partial match from a high first A lives on (and
+    # holds back the matches of later starts) until a row is neither A nor such a B
+    return _probe("A+? B", define="A AS A.price > 5, B AS B.price > FIRST(A.price) + 5", skip=skip,
+                  measures="FIRST(A.id) AS fa, LAST(B.id) AS lb, MATCH_ROWTIME() AS rt, LAST(B.ts) AS bt",
+                  within=within)
+
+
+_W5 = " WITHIN INTERVAL '5' SECOND"
+_HELD = [_tick(1, 1000, 10), _tick(2, 2000, 6), _tick(3, 3000, 12)]   # [A2 B3] waits for the partial match from 1
+ROWTIME_PROBES = {   # when Flink emits a match (MATCH_ROWTIME), one situation each: (query, rows)
+    "rowtime_released_by_a_row": (_rowtime_probe(), _HELD + [_tick(4, 4000, 1)]),
+    "rowtime_released_by_a_row_next": (_rowtime_probe("AFTER MATCH SKIP TO NEXT ROW"), _HELD + [_tick(4, 4000, 1)]),
+    "rowtime_released_other_key_between": (_rowtime_probe(), _HELD + [_tick(5, 5000, 1, "Y"), _tick(4, 8000, 1)]),
+    "rowtime_never_released": (_rowtime_probe(), _HELD),
+    "rowtime_two_released_together": (_rowtime_probe("AFTER MATCH SKIP TO NEXT ROW"), [
+        _tick(1, 1000, 10), _tick(2, 2000, 6), _tick(3, 3000, 12), _tick(4, 4000, 7), _tick(5, 5000, 13),
+        _tick(6, 6000, 1)]),
+    "rowtime_window_later_row": (_rowtime_probe(within=_W5), _HELD + [_tick(4, 9000, 8)]),
+    "rowtime_window_other_key": (_rowtime_probe(within=_W5), _HELD + [_tick(4, 9000, 8, "Y"),
+                                                                      _tick(5, 20000, 8, "Y")]),
+    "rowtime_window_end": (_rowtime_probe(within=_W5), _HELD),
+    "rowtime_window_row_inside_end": (_rowtime_probe(within=_W5), _HELD + [_tick(4, 4000, 8)]),
+    "rowtime_window_row_inside_other_key": (_rowtime_probe(within=_W5), _HELD + [_tick(4, 4000, 8),
+                                                                                 _tick(5, 30000, 8, "Y")]),
+    "rowtime_window_edge": (_rowtime_probe(within=_W5), _HELD + [_tick(4, 6000, 8)]),
+    "rowtime_window_edge_other_key": (_rowtime_probe(within=_W5), _HELD + [_tick(4, 6000, 8), _tick(5, 7000, 8, "Y")]),
+    # Flink emits a watermark with a row when it moved by more than 200 ms (so these are 300 ms apart)
+    "rowtime_window_watermark_ms": (_rowtime_probe(within=_W5), _HELD + [
+        _tick(4, 5700, 8, "Y"), _tick(5, 6000, 8, "Y"), _tick(6, 6300, 8, "Y"), _tick(7, 9000, 8)]),
+    # the first partial match times out and the second fails on the same row: out at the row's time
+    "rowtime_timeout_and_failure_at_one_row": (_rowtime_probe(within=_W5), [
+        _tick(1, 1000, 10), _tick(2, 3000, 11), _tick(3, 4000, 6), _tick(4, 5000, 12), _tick(5, 7000, 1)]),
+    "rowtime_timeout_then_failure": (_rowtime_probe(within=_W5), [
+        _tick(1, 1000, 10), _tick(2, 3000, 11), _tick(3, 4000, 6), _tick(4, 5000, 12), _tick(5, 7000, 5, "Y"),
+        _tick(6, 8000, 1)]),
+    "rowtime_timeouts_one_by_one": (_rowtime_probe(within=_W5), [
+        _tick(1, 1000, 10), _tick(2, 3000, 11), _tick(3, 4000, 6), _tick(4, 5000, 12), _tick(5, 6500, 7, "Y"),
+        _tick(6, 7500, 7, "Y"), _tick(7, 8500, 7, "Y"), _tick(8, 9500, 7)]),
+}
+
+
 def probes(seed: int = 5) -> list[dict]:
     data = rows(random.Random(seed), 30)
-    return [{"id": name, "sql": sql, "rows": data, "schema": SCHEMA} for name, sql in PROBES.items()]
+    return [{"id": name, "sql": sql, "rows": data, "schema": SCHEMA} for name, sql in PROBES.items()] + \
+        [{"id": name, "sql": sql, "rows": r, "schema": SCHEMA} for name, (sql, r) in ROWTIME_PROBES.items()]
 
 
 def _causes(log: str) -> dict[str, str]:
@@ -338,13 +432,15 @@ def main() -> None:
     ap.add_argument("--absorb", nargs="+", metavar="ORACLE_OUTPUT", help="build the corpus from oracle outputs")
     ap.add_argument("--logs", nargs="+", metavar="ORACLE_STDERR", help="the oracle runs' stderr, one per output")
     ap.add_argument("--probes", action="store_true", help="the cases of PROBES, one rule each")
+    ap.add_argument("--shapes", action="store_true", help="issue 44's shapes (SHAPES), ids s<seed>_<i>")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     with open(a.output, "w") as f:
         if a.absorb:
             f.write("[\n" + ",\n".join(json.dumps(c) for c in absorb(a.absorb, a.logs)) + "\n]\n")
         else:
-            json.dump(probes() if a.probes else cases(a.n, a.seed, a.max_rows, a.loose, a.nulls), f, indent=1)
+            json.dump(probes() if a.probes else shape_cases(a.n, a.seed, a.max_rows) if a.shapes else
+                      cases(a.n, a.seed, a.max_rows, a.loose, a.nulls), f, indent=1)
 
 
 if __name__ == "__main__":

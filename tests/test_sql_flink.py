@@ -12,8 +12,8 @@ import pytest
 
 import colcep as cc
 from colcep.lang.sql import SqlError
-from flinksql import (check, compare, engine_matches, flink_error, load, outcome, reference_matches, table,
-                      tie_sensitive)
+from flinksql import (FINAL_WATERMARK, check, compare, engine_matches, flink_error, load, outcome, reference_matches,
+                      rows_of, table, tie_sensitive)
 
 sql_cep = functools.partial(cc.sql, semantics="cep")  # colcep.sql's CEP-style mode (the default is "standard")
 
@@ -68,7 +68,10 @@ def test_cep_semantics_give_flink_rows_wherever_flink_runs_the_query():
     """The default semantics accept more than Flink does, and on what Flink runs (without its
     integer arithmetic and PREV, where the two differ on purpose) give the same rows. A skip
     to the first row of the first variable is refused before running there (any match would
-    make the next one start where it started), where Flink fails once a match does."""
+    make the next one start where it started), where Flink fails once a match does.
+    ``MATCH_ROWTIME()`` in MEASURES is the time of the match's last row here, where Flink's is
+    the time it emits the match at: those columns are compared with the flink mode's rows
+    instead, the others with Flink's."""
     def skips_to_the_first_row(sql):
         m = re.search(r"SKIP TO FIRST (\w+)\s+PATTERN \((\w+)([^ )]*)", sql)
         return m is not None and m.group(1) == m.group(2) and m.group(3) in ("", "+", "+?", "{2}", "{2}?", "{1,3}",
@@ -77,7 +80,16 @@ def test_cep_semantics_give_flink_rows_wherever_flink_runs_the_query():
             and "PREV(" not in c["sql"] and not skips_to_the_first_row(c["sql"]) and c["id"] not in TIES]
     assert len(same) > 200
     for c in same:
-        assert compare(c, sql_cep(c["sql"], t=table(c)).to_pylist()) is None, c["sql"]
+        got = sql_cep(c["sql"], t=table(c))
+        emitted = [a for a in re.findall(r"MATCH_ROWTIME\(\) AS (\w+)", c["sql"].split("DEFINE")[0])
+                   if a in got.column_names]
+        if emitted:     # the other columns: as the flink mode gives them, and as Flink does
+            flink = sql_cep(c["sql"], semantics="flink", t=table(c))
+            assert sorted(map(repr, flink.drop_columns(emitted).to_pylist())) == \
+                sorted(map(repr, got.drop_columns(emitted).to_pylist())), c["sql"]
+            got = got.drop_columns(emitted)
+            c = dict(c, expected=[{k: v for k, v in r.items() if k not in emitted} for r in c["expected"]])
+        assert compare(c, got.to_pylist()) is None, c["sql"]
 
 
 def test_flink_refusals_name_the_clause():
@@ -110,6 +122,47 @@ def test_flink_refusals_name_the_clause():
             sql_cep(q, t=t)         # colcep's own semantics run it (these two rules are colcep's as well)
     with pytest.raises(ValueError, match="semantics must be one of 'standard', 'cep', 'flink'"):
         sql_cep(base.format(m="A.id AS a", rows="", p="A B", d=""), semantics="oracle", t=t)
+
+
+# Flink's MATCH_ROWTIME in MEASURES: the time its CEP operator emits the match at
+# (colcep/lang/sql/rowtime.py, from MatchCodeGenerator and CepOperator); the corpus's probes of
+# it (sqlgen.ROWTIME_PROBES), each with the times Flink gave
+ROWTIME = {
+    "rowtime_released_by_a_row": ["04.000"],            # [A2 B3] waits for the partial match from 1; row 4 ends it
+    "rowtime_released_by_a_row_next": ["04.000"],
+    "rowtime_released_other_key_between": ["08.000"],   # the next row of its own partition
+    "rowtime_two_released_together": ["06.000", "06.000"],   # two waiting matches, out with one time
+    "rowtime_never_released": [],                       # no WITHIN: the partial match never ends
+    "rowtime_window_later_row": ["08.999"],             # the watermark (9 s - 1 ms) times the partial match out
+    "rowtime_window_other_key": ["08.999"],             # ... moved by another partition's row
+    "rowtime_window_row_inside_other_key": ["29.999"],
+    "rowtime_window_watermark_ms": ["06.299"],          # the first watermark at or past 1 s + 5 s
+    "rowtime_window_edge": ["06.000"],                  # the key's next row is at exactly 1 s + 5 s: its time
+    "rowtime_window_edge_other_key": ["06.000"],
+    "rowtime_timeout_and_failure_at_one_row": ["07.000"],   # one partial match timed out, the other failed at 7 s
+    "rowtime_timeout_then_failure": ["08.000"],
+    "rowtime_timeouts_one_by_one": ["08.499"],          # the later of two partial matches times out last
+    "rowtime_window_end": [FINAL_WATERMARK],            # the end of input: Flink's final watermark
+    "rowtime_window_row_inside_end": [FINAL_WATERMARK],
+}
+
+
+def test_match_rowtime_is_when_flink_emits_the_match():
+    """``MATCH_ROWTIME()`` in ``MEASURES`` is the time Flink emits the match at: its last row's
+    time, or, for a match that waited behind a partial match that started earlier, the time of
+    the row on which that partial match failed, or the watermark (the latest time less 1 ms) that
+    timed it out, or the final watermark (Long.MAX_VALUE ms) at the end of input. The cep mode
+    keeps the time of the match's last row."""
+    by_id = {c["id"]: c for c in CASES}
+    for name, want in ROWTIME.items():
+        case = by_id[name]
+        want = [w if w == FINAL_WATERMARK else f"2024-01-01 09:30:{w}" for w in want]
+        assert sorted(r["rt"] for r in case["expected"]) == want, name     # (the corpus: Flink's own times)
+        got = rows_of(sql_cep(case["sql"], semantics="flink", t=table(case)))
+        assert sorted(r["rt"] if r["rt"] == FINAL_WATERMARK else f"{r['rt']:%Y-%m-%d %H:%M:%S.%f}"[:-3]
+                      for r in got) == want, name
+        got = sql_cep(case["sql"], t=table(case))       # cep: the last row's time
+        assert got.column("rt").to_pylist() == got.column("bt").to_pylist(), name
 
 
 @pytest.mark.parametrize("semantics", ["cep", "flink"])

@@ -173,6 +173,11 @@ class Matcher:
         # a progress meter: called as (rows done, matches so far) between kernel calls, from the
         # thread that called process / close (colcep.match sets it; it must be cheap when not due)
         self.on_progress: Callable[[int, int], None] | None = None
+        # when each match was emitted (colcep.lang.sql.rowtime: Flink SQL's MATCH_ROWTIME): None, or a
+        # list to which a call appends, per match of its output in order, the row (as the output's
+        # ``row`` counts) whose processing emitted it, -1 where time advancing to the call's watermark
+        # or the end of input did. One thread only.
+        self.emitting_rows: list[np.ndarray] | None = None
 
     # ------------------------------------------------------------------ public API
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
@@ -567,6 +572,8 @@ class Matcher:
         """The shards' matches (``shards.emitted``, one per shard) in their places among all
         shards', as ``_in_emission_order`` gives one thread's (each shard writes its own, at once)."""
         st, T = self._state, self.threads
+        if self.emitting_rows is not None:
+            raise RuntimeError("Matcher.emitting_rows needs threads=1")
         at, first = shd.places(found)
         n_matches = sum(e.order.shape[0] for e in found)
         n_events = sum(int(e.n_events.sum()) for e in found)
@@ -616,6 +623,9 @@ class Matcher:
         first_id = self._state.matches_out
         order, rows, stages, ids, keys = karr.matches_in_emission_order(m_row, m_key, m_off, e_row, e_stage, lo, hi,
                                                                         first_id)
+        if self.emitting_rows is not None:
+            at = m_row[order]
+            self.emitting_rows.append(np.where(at < hi, at, -1))
         flags = tts = None
         if self.timeouts:
             q = ids - first_id  # each event's match, in emission order

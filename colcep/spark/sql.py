@@ -24,20 +24,32 @@ from colcep.lang.sql.query import _analyse
 from colcep.lang.sql.run import run as _run_cep
 
 
-def _sql(query: str, time_unit: str, semantics: str, **tables: Any) -> pa.Table:
+def _sql(query: str, time_unit: str, semantics: str, stream_times: Any = None, **tables: Any) -> pa.Table:
     if semantics == "standard":
         from colcep.lang.sql.standard.run import run as run_standard
         return run_standard(query, tables)
-    return _run_cep(query, time_unit=time_unit, semantics=semantics, **tables)
+    return _run_cep(query, time_unit=time_unit, semantics=semantics, _stream_times=stream_times, **tables)
 
 
-def _table_and_partition(query: str, semantics: str) -> tuple[str, list[str]]:
+def _table_and_partition(query: str, semantics: str) -> tuple[str, list[str], Any]:
     if semantics == "standard":
         from colcep.lang.sql.standard.syntax import parse
         q = parse(query)
-        return q.table, q.partition
+        return q.table, q.partition, None
     q = _analyse(query, None, semantics)
-    return q.table, q.partition
+    return q.table, q.partition, q
+
+
+def _stream_times(q: Any, df: Any, in_schema: pa.Schema) -> Any:
+    """The distinct times of the whole input, where a partition's run needs them: Flink's
+    MATCH_ROWTIME of a match released when a partial match times out is the watermark, which
+    the rows of every partition move (:mod:`colcep.lang.sql.rowtime`)."""
+    from colcep.lang.sql import rowtime
+    if q is None or q.window is None or not q.partition or not rowtime.wanted(q):
+        return None
+    import numpy as np
+    col = df.select(q.time).distinct().toArrow().column(0).cast(in_schema.field(q.time).type)
+    return np.unique(col.cast(pa.int64()).to_numpy(zero_copy_only=False))
 
 
 def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "standard", **tables: Any):
@@ -49,7 +61,7 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "
 
     from colcep.spark.batch import _to_arrow
 
-    table, partition = _table_and_partition(query, semantics)
+    table, partition, q = _table_and_partition(query, semantics)
     if table in tables:
         df = tables[table]
         spark = spark or df.sparkSession
@@ -63,7 +75,7 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "
     out_schema = _sql(query, time_unit=time_unit, semantics=semantics, **{table: in_schema.empty_table()}).schema
     out_schema = pa.schema([f.with_type(pa.float64()) if pa.types.is_null(f.type) else f for f in out_schema])
     spark_schema = from_arrow_schema(out_schema)
-    run = _Run(query, table, time_unit, semantics, out_schema)
+    run = _Run(query, table, time_unit, semantics, out_schema, _stream_times(q, df, in_schema))
     if partition:
         def run_group(tbl: pa.Table) -> pa.Table:   # type hints: how pyspark picks the Arrow table API
             return run(tbl)
@@ -74,11 +86,14 @@ def sql(query: str, spark: Any = None, time_unit: str = "ms", semantics: str = "
 class _Run:
     """The function Spark calls: one partition's rows in, its MATCH_RECOGNIZE output out."""
 
-    def __init__(self, query: str, table: str, time_unit: str, semantics: str, schema: pa.Schema):
+    def __init__(self, query: str, table: str, time_unit: str, semantics: str, schema: pa.Schema,
+                 stream_times: Any = None):
         self.query, self.table, self.time_unit, self.semantics, self.schema = query, table, time_unit, semantics, schema
+        self.stream_times = stream_times
 
     def __call__(self, tbl: pa.Table) -> pa.Table:
-        out = _sql(self.query, time_unit=self.time_unit, semantics=self.semantics, **{self.table: tbl})
+        out = _sql(self.query, time_unit=self.time_unit, semantics=self.semantics, stream_times=self.stream_times,
+                   **{self.table: tbl})
         return pa.table([out.column(f.name).cast(f.type) for f in self.schema], schema=self.schema)
 
     def batches(self, it):

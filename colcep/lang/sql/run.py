@@ -17,27 +17,35 @@ from colcep.engine.matcher import match
 from colcep.errors import PatternError
 from colcep.lang.sql.query import (SqlError, _analyse, _arrow_eval, _err, _Helpers, _int_typed, _Query, as_float64,
                                     _query_pattern, case_branches, function_args, function_name, helpers_for, NULL_SENTINEL)
+from colcep.lang.sql import rowtime
 from colcep.lang.sql.limits import deep_stack
 from colcep.skip import SkipToFirst, SkipToLast
 
-def run(query: str, time_unit: str = "ms", semantics: str = "cep", **tables: Any) -> pa.Table:
+def run(query: str, time_unit: str = "ms", semantics: str = "cep", _stream_times: Any = None,
+        **tables: Any) -> pa.Table:
     """The query over in-process tables (pyarrow Tables, pandas or polars DataFrames): the
-    matches through the engine, then MEASURES per match (see :func:`colcep.sql`)."""
+    matches through the engine, then MEASURES per match (see :func:`colcep.sql`).
+    ``_stream_times``: where the table is one part of a stream (a Spark partition), the distinct
+    times of the whole stream, for Flink's MATCH_ROWTIME (:mod:`colcep.lang.sql.rowtime`)."""
     with deep_stack(query):
-        return _run(query, time_unit, semantics, tables)
+        return _run(query, time_unit, semantics, tables, _stream_times)
 
 
-def _run(query: str, time_unit: str, semantics: str, tables: dict) -> pa.Table:
+def _run(query: str, time_unit: str, semantics: str, tables: dict, stream_times: Any = None) -> pa.Table:
     prep = prepare(query, semantics, tables)
+    emitted = None
     try:
-        out = match(prep.work, prep.pattern, key=prep.key, time=prep.q.time, columns=[], time_unit=time_unit)
+        if rowtime.wanted(prep.q):     # Flink's MATCH_ROWTIME: when each match is emitted
+            out, emitted = rowtime.match_emitted(prep, time_unit, stream_times)
+        else:
+            out = match(prep.work, prep.pattern, key=prep.key, time=prep.q.time, columns=[], time_unit=time_unit)
     except SqlError:
         raise
     except PatternError as exc:     # the engine's checks against the input's types: a stage is a DEFINE
         msg = str(exc)
         raise SqlError(re.sub(r"^stage '([^']*)'", r"DEFINE \1", msg) if msg.startswith("stage '") else
                        f"PATTERN: {msg}") from None
-    return prep.measures.evaluate(out, prep.work, prep.key_codes, prep.order_idx)
+    return prep.measures.evaluate(out, prep.work, prep.key_codes, prep.order_idx, emitted)
 
 
 @dataclass
@@ -144,7 +152,10 @@ class _Measures:
                 self.helpers.shifted(args[0].name, -k if fn in ("PREV", "LAG") else k)
 
     # -- evaluation --------------------------------------------------------------------
-    def evaluate(self, out: pa.Table, work: pa.Table, key_codes: np.ndarray, order_idx) -> pa.Table:
+    def evaluate(self, out: pa.Table, work: pa.Table, key_codes: np.ndarray, order_idx,
+                 emitted: np.ndarray | None = None) -> pa.Table:
+        """The output rows of the matches ``out``; ``emitted``: per match id the time it was
+        emitted at (Flink mode's MATCH_ROWTIME, :mod:`colcep.lang.sql.rowtime`)."""
         from sqlglot import exp
         q = self.q
         mid = out.column("match_id").to_numpy()
@@ -160,6 +171,7 @@ class _Measures:
         ev = np.lexsort((rows, mpos))
         self.mpos, self.rows, self.stages = mpos[ev], rows[ev], stages[ev]
         self.nm = len(mids)
+        self.emitted = None if emitted is None else emitted[mids]
         self.work = work
         self.starts = np.searchsorted(self.mpos, np.arange(self.nm), "left")
         self.ends = np.searchsorted(self.mpos, np.arange(self.nm), "right")
@@ -430,9 +442,12 @@ class _Measures:
                     return pa.array(self.stages.tolist(), pa.string())     # the row's variable
                 last_pos = self.ends - 1
                 return pa.array(self.stages[last_pos].tolist() if self.nm else [], pa.string())
-            if fn == "MATCH_ROWTIME":       # the time of the match's last row (so far, when running)
+            if fn == "MATCH_ROWTIME":
                 if args and not (isinstance(args[0], exp.Column) and args[0].name == self.q.time):
                     raise _err(clause, node, f"MATCH_ROWTIME takes no argument or the time column {self.q.time!r}")
+                if self.emitted is not None:    # flink: the time the match is emitted at (rowtime.py)
+                    return pa.array(self.emitted, pa.int64()).cast(self.work.schema.field(self.q.time).type)
+                # cep: the time of the match's last row (so far, when running)
                 return self._gather(self.q.time, self.rows if self.running else self.last_row)
             if fn == "MATCH_PROCTIME":      # processing time: when the match is evaluated
                 now = pa.scalar(dt.datetime.now(dt.timezone.utc), pa.timestamp("ms", "UTC"))
