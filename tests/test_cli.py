@@ -50,7 +50,7 @@ def test_scan_generated_in_process(tmp_path, capsys):
     summary = json.loads((out / "_summary.json").read_text())
     assert summary["rows"] == 20000 and summary["seq"] == "id"
     # ticks in arrival order are matched as they are read: no sort, and the scan's time by stage
-    assert summary["engine"].startswith("in-process (streamed, batches of 500,000 rows")
+    assert summary["engine"].startswith("in-process (streamed, batches of 1,048,576 rows")
     assert all(summary["seconds"][st] >= 0 for st in ("reading", "ordering", "matching", "writing"))
     assert "scan " in printed and " (reading " in printed and ", matching " in printed
     assert summary["result"] == json.loads(json.dumps(summarize(want, "name", time="ts")))

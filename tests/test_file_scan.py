@@ -225,3 +225,26 @@ def test_the_scan_counts_its_time_on_several_threads(monkeypatch):
     assert 0 < res.parallel <= sum(res.seconds.values())
     res1, _, _ = _scan(t, 1000, threads=1)
     assert res1.parallel == 0
+
+
+def test_short_batches_are_matched_together_in_calls_of_at_least_the_batch_size(tmp_path, monkeypatch):
+    """Row groups that are no multiple of the batch size leave short batches (each read apart,
+    with its own key dictionary): they are matched with the next ones, in calls of at least
+    ``batch_rows`` rows (the last may hold fewer), and the matches are the same."""
+    from colcep.tools import file_scan as fs
+
+    t = _ticks(5000)
+    for i in range(3):
+        pq.write_table(t.slice(i * 2000, 2000), tmp_path / f"part-{i:05d}.parquet", row_group_size=700)
+    read = list(parquet_batches(str(tmp_path), ["k"], ["k", "ts", "id", "p"], 600))
+    assert sorted({b.num_rows for b in read}) == [100, 300, 600]  # (700-row groups read 600 at a time)
+    fed: list[int] = []
+    feed = fs._feed
+    monkeypatch.setattr(fs, "_feed", lambda streams, tbl, write, res: (fed.append(tbl.num_rows),
+                                                                       feed(streams, tbl, write, res))[1])
+    spec = arrow_spec(read[0].schema, _pattern(), key="k", time="ts", columns=["id"], seq="id", timeouts=True)
+    out: list[pa.Table] = []
+    res = scan_batches(spec, lambda: iter(read), lambda: t, out.append, lambda why: pytest.fail(why), 2, 1000)
+    assert sum(fed) == 5000 and all(n >= 1000 for n in fed[:-1]) and len(fed) < len(read)
+    assert res.streamed and res.rows == 5000
+    assert _canon(pa.concat_tables(out)) == _want(t)

@@ -49,6 +49,11 @@ from colcep.tools.summary import Summary, _fmt, format_matches
 IN_PROCESS_HINT_ROWS = 20_000_000
 #: Expected kernel compile time on a cold cache, as announced (2 cores).
 COMPILE_SECONDS = 120
+#: In-process batch size: a Parquet row group of Arrow's writers (2^20 rows), whole. Each call
+#: costs ~1 us per key and pattern whatever its rows; the desk over 5,000 symbols ran at 1,240
+#: ns an event in 2^20-row batches, 1,475 in 500,000-row ones and 1,620 where each row group
+#: left a 48,576-row tail batch (docs/benchmarks.md).
+IN_PROCESS_BATCH_ROWS = 1 << 20
 
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
@@ -396,13 +401,12 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     from colcep.tools.file_scan import STAGES, parquet_batches, scan_batches
     from colcep.tools.writer import BackgroundWriter
     from colcep.spark.batch import Streams
-    from colcep.spark import DEFAULT_BATCH_ROWS
 
     specs, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
     t0 = time.perf_counter()
     need = _read_columns(specs if isinstance(specs, dict) else {"": specs})
     spec = next(iter(specs.values())) if isinstance(specs, dict) else specs
-    step = int(job.batch_rows or DEFAULT_BATCH_ROWS)
+    step = int(job.batch_rows or IN_PROCESS_BATCH_ROWS)
     threads = int(job.cores or os.cpu_count() or 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     out_file = out_dir / "part-00000.parquet"
@@ -680,7 +684,8 @@ def add_parser(sub) -> None:
                    help="the step kernel: the generic interpreter (default), the step compiled for each shape of "
                         "pattern (a compile of ~5-10 s per new shape, cached on disk, in the kernels step), or auto "
                         "(compiled in the background, generic meanwhile)")
-    e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows (default 500,000)")
+    e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows (default 1,048,576 in "
+                   "this process, 500,000 on Spark)")
     o = s.add_argument_group("output")
     o.add_argument("--no-progress", dest="progress", action="store_false", default=True,
                    help="no progress meter (the step lines stay; the meter is redrawn on a terminal and written "
