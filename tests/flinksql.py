@@ -161,10 +161,10 @@ def _compare(case: dict, g: list[tuple]) -> str | None:
     return None
 
 
-def reference_matches(case: dict, held: str) -> list:
-    """The case's matches by the plain-Python reference NFA (``tests/reference.py``) on the
-    query's Pattern, held matches released as colcep does (``held="colcep"``) or in the order
-    of Flink's heap (``"flink"``): each match as sorted (stage, row) pairs."""
+def _reference(case: dict, held: str) -> tuple:
+    """The prepared query and the reference NFA's matches (``tests/reference.py``) on its Pattern,
+    held matches released as colcep does (``held="colcep"``) or in the order of Flink's heap
+    (``"flink"``): each match maps a stage to its rows."""
     from colcep.engine.compiler import compile_pattern
     from colcep.lang.sql.run import prepare
     from colcep.pattern import parse_duration
@@ -178,8 +178,37 @@ def reference_matches(case: dict, held: str) -> list:
         seen.setdefault(k, []).append(e)
         e["__ts"] = int(e[prep.q.time].timestamp() * 1000)
     window = 0 if prep.pattern.window is None else round(parse_duration(prep.pattern.window) * 1000)
-    matches, _ = run_reference(compile_pattern(prep.pattern), events, prep.key, window, held=held)
+    return prep, run_reference(compile_pattern(prep.pattern), events, prep.key, window, held=held)[0]
+
+
+def reference_matches(case: dict, held: str) -> list:
+    """The case's matches by the plain-Python reference NFA (:func:`_reference`), each as sorted
+    (stage, row) pairs."""
+    matches = _reference(case, held)[1]
     return sorted(sorted((s, r) for s, rows in m.items() for r in rows) for m in matches)
+
+
+def reference_rows(case: dict, held: str) -> list[dict]:
+    """The case's output rows: colcep's MEASURES over the reference NFA's matches
+    (:func:`_reference`), without the ``MATCH_ROWTIME()`` measures (the reference does not know
+    when Flink's operator emits a match)."""
+    prep, matches = _reference(case, held)
+    cols: dict = {"match_id": [], "stage": [], "row": []}
+    for i, m in enumerate(matches):
+        for stage, rows in m.items():
+            for r in rows:
+                cols["match_id"].append(i)
+                cols["stage"].append(stage)
+                cols["row"].append(r)
+    out = pa.table({"match_id": pa.array(cols["match_id"], pa.int64()), "stage": pa.array(cols["stage"], pa.string()),
+                    "row": pa.array(cols["row"], pa.int64())})
+    return without_rowtime(case, prep.measures.evaluate(out, prep.work, prep.key_codes, prep.order_idx).to_pylist())
+
+
+def without_rowtime(case: dict, rows: list[dict]) -> list[dict]:
+    """``rows`` without the query's ``MATCH_ROWTIME()`` measures."""
+    names = set(re.findall(r"MATCH_ROWTIME\(\) AS (\w+)", case["sql"].split("DEFINE")[0]))
+    return [{k: v for k, v in r.items() if k not in names} for r in rows]
 
 
 def engine_matches(case: dict) -> list:

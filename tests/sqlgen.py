@@ -209,7 +209,9 @@ SKIPS = ["AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", "AFTE
          "AFTER MATCH SKIP TO LAST {v}", ""]
 
 
-def _shape_condition(rng: random.Random, var: str, earlier: list[str]) -> str:
+def _shape_condition(rng: random.Random, var: str, earlier: list[str], hold: bool = False) -> str:
+    if hold and earlier and rng.random() < 0.5:     # beat the first row: early partial matches wait long
+        return f"{var}.price > FIRST({earlier[0]}.price) + {rng.randint(1, 4)}"
     c = rng.choice(["price", "price", "price", "vol"])
     kind = rng.random()
     if kind < 0.6:
@@ -221,26 +223,29 @@ def _shape_condition(rng: random.Random, var: str, earlier: list[str]) -> str:
     return condition(rng, var, earlier, loose=True)
 
 
-def shape_query(rng: random.Random) -> str:
+def shape_query(rng: random.Random, within: bool = False, hold: bool = False) -> str:
     pattern = rng.choice(SHAPES)
     variables = re.findall(r"[A-Z]", pattern)
-    define = ",\n    ".join(f"{v} AS {_shape_condition(rng, v, variables[:i])}" for i, v in enumerate(variables)
+    define = ",\n    ".join(f"{v} AS {_shape_condition(rng, v, variables[:i], hold)}" for i, v in enumerate(variables)
                             if rng.random() < 0.9) or "A AS A.price > 6"
     m = ["MATCH_ROWTIME() AS rt"]
     for v in variables:
         m += [f"FIRST({v}.id) AS f{v.lower()}", f"LAST({v}.id) AS l{v.lower()}"][:rng.choice([1, 2, 2])]
     m.append(rng.choice(["COUNT(*) AS n", f"COUNT({variables[1]}.id) AS n", "LAST(ts) AS lt", "FIRST(ts) AS ft"]))
     skip = rng.choice(SKIPS).format(v=rng.choice(variables))
-    within = rng.choice(["", "", f" WITHIN INTERVAL '{rng.choice([2, 3, 4, 5, 8])}' SECOND"])
+    interval = f" WITHIN INTERVAL '{rng.choice([2, 3, 4, 5, 8])}' SECOND"
+    within = interval if within else rng.choice(["", "", interval])
     part = rng.choice(["PARTITION BY sym ", "PARTITION BY sym ", ""])
     return (f"SELECT * FROM t MATCH_RECOGNIZE (\n  {part}ORDER BY ts\n  MEASURES {', '.join(m)}\n"
             f"  ONE ROW PER MATCH\n  {skip}\n  PATTERN ({pattern}){within}\n  DEFINE {define}\n)")
 
 
-def shape_cases(n: int, seed: int, max_rows: int = 24) -> list[dict]:
-    """``n`` queries of issue 44's shapes (``SHAPES``) over ticks, ids ``s<seed>_<i>``."""
+def shape_cases(n: int, seed: int, max_rows: int = 24, within: bool = False, hold: bool = False) -> list[dict]:
+    """``n`` queries of issue 44's shapes (``SHAPES``) over ticks, ids ``s<seed>_<i>`` (``within``:
+    each with ``WITHIN``; ``hold``: half the later variables must beat the first row, so that
+    matches wait behind earlier partial matches more often)."""
     rng = random.Random(seed)
-    return [{"id": f"s{seed}_{i}", "sql": shape_query(rng), "rows": rows(rng, rng.randint(10, max_rows)),
+    return [{"id": f"s{seed}_{i}", "sql": shape_query(rng, within, hold), "rows": rows(rng, rng.randint(10, max_rows)),
              "schema": SCHEMA} for i in range(n)]
 
 
@@ -433,13 +438,15 @@ def main() -> None:
     ap.add_argument("--logs", nargs="+", metavar="ORACLE_STDERR", help="the oracle runs' stderr, one per output")
     ap.add_argument("--probes", action="store_true", help="the cases of PROBES, one rule each")
     ap.add_argument("--shapes", action="store_true", help="issue 44's shapes (SHAPES), ids s<seed>_<i>")
+    ap.add_argument("--within", action="store_true", help="with --shapes: every query with WITHIN")
+    ap.add_argument("--hold", action="store_true", help="with --shapes: conditions that make matches wait")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     with open(a.output, "w") as f:
         if a.absorb:
             f.write("[\n" + ",\n".join(json.dumps(c) for c in absorb(a.absorb, a.logs)) + "\n]\n")
         else:
-            json.dump(probes() if a.probes else shape_cases(a.n, a.seed, a.max_rows) if a.shapes else
+            json.dump(probes() if a.probes else shape_cases(a.n, a.seed, a.max_rows, a.within, a.hold) if a.shapes else
                       cases(a.n, a.seed, a.max_rows, a.loose, a.nulls), f, indent=1)
 
 

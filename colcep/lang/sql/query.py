@@ -376,6 +376,15 @@ def _build_pattern(items: list[_Item], conds: dict[str, Expr], seen: list[str]) 
 
 
 def _quantify(p: Pattern, it: _Item) -> Pattern:
+    """A quantifier as Flink SQL translates it (``StreamExecMatch.PatternVisitor.applyQuantifier``,
+    flink-table-planner): a consecutive loop, ``greedy()`` unless reluctant, optional or exact.
+    A reluctant loop is then just a loop that is not greedy: ``NFACompiler`` gives it no
+    condition of its own (only a greedy loop folds "not its own condition" into what follows,
+    ``updateWithGreedyCondition``), so every split of the rows runs and the match completing
+    first wins. Of several matches from one start completing on one row, or waiting together
+    behind an earlier partial match, which one Flink reports (and the skip keeps) is the order
+    of its ``PriorityQueue`` of partial and completed matches, keyed by the start row only:
+    colcep orders them by its own rule there (docs/semantics.md, ties among held-back matches)."""
     lo, hi, greedy = it.lo, it.hi, not it.reluctant
     if lo == 1 and hi == 1:
         if it.reluctant:
