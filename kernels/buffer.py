@@ -241,7 +241,19 @@ def compare_paths(n_row, n_stage, n_parent, a, b):
 def compare_completed(n_row, n_stage, n_parent, a, b):
     """``compare_paths`` of the two matches that the paths ``a`` and ``b`` become when both take
     one and the same later event into the same stage: where one path's events are a prefix of
-    the other's, the longer one comes first (its next event precedes the common one)."""
+    the other's, the longer one comes first (its next event precedes the common one).
+
+    Paths without JOIN nodes only (the dominance test's: under a skip strategy runs never merge).
+    That case is found first, walking up from the later last event only as far as the other's
+    (events come in arrival order along a path), not both paths to the root: two runs of a
+    start waiting in one state, the later made from the earlier's path by further takes."""
+    if a >= 0 and b >= 0 and n_row[a] != n_row[b]:
+        first, later = (a, b) if n_row[a] < n_row[b] else (b, a)
+        y = later
+        while y >= 0 and n_row[y] > n_row[first]:
+            y = n_parent[y]
+        if y == first:  # ``first``'s path is a proper prefix of ``later``'s: the longer first
+            return 1 if first == a else -1
     return _compare(n_row, n_stage, n_parent, a, b, True)
 
 

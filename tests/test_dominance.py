@@ -56,11 +56,15 @@ def test_compare_completed_is_compare_paths_of_both_paths_with_one_later_event(s
     rng = random.Random(seed)
     n_row, n_stage, n_parent = _paths(rng, 40)
     z = (10**6, 7)  # the common later event
+    prefixes = 0
     for _ in range(300):
         a, b = rng.randrange(40), rng.randrange(40)
         pa_, pb_ = _events(n_row, n_stage, n_parent, a), _events(n_row, n_stage, n_parent, b)
         assert compare_paths(n_row, n_stage, n_parent, a, b) == _py_compare(pa_, pb_)
         assert compare_completed(n_row, n_stage, n_parent, a, b) == _py_compare(pa_ + [z], pb_ + [z])
+        short, long_ = sorted((pa_, pb_), key=len)
+        prefixes += a != b and long_[:len(short)] == short  # (compare_completed's shortcut)
+    assert prefixes > 0
 
 
 # ----------------------------------------------------------------------------- the engine
