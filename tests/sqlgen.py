@@ -249,6 +249,33 @@ def shape_cases(n: int, seed: int, max_rows: int = 24, within: bool = False, hol
              "schema": SCHEMA} for i in range(n)]
 
 
+def timing_cases(n: int, seed: int) -> list[dict]:
+    """``n`` queries where matches wait behind earlier partial matches that time out (``WITHIN``),
+    so that Flink emits them at a watermark (MATCH_ROWTIME; ids ``w<seed>_<i>``): the later
+    variables must mostly beat the first row, over 3-4 partitions whose rows are 0.3-1 s apart
+    (Flink's watermark moves with each row that far apart), so that a partition's partial match
+    times out on another's row."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        pattern = rng.choice(["A+? B", "A{2,}? B", "A+? B C*?", "A+? B? C", "A+? B{1,2}? C", "A B+? C"])
+        variables = re.findall(r"[A-Z]", pattern)
+        define = [f"A AS A.price > {rng.randint(5, 7)}"] + [
+            f"{v} AS {v}.price > FIRST(A.price) + {rng.randint(2, 5)}" if rng.random() < 0.8 else
+            f"{v} AS {v}.price {rng.choice(['>', '<'])} {rng.randint(6, 14)}" for v in variables[1:]]
+        measures = ["MATCH_ROWTIME() AS rt", "FIRST(A.id) AS fa", "LAST(A.id) AS la"] + \
+            [f"LAST({v}.id) AS l{v.lower()}" for v in variables[1:]]
+        sql = _probe(pattern, define=", ".join(define), measures=", ".join(measures),
+                     skip=rng.choice(SKIPS[:2] + [f"AFTER MATCH SKIP TO LAST {variables[-1]}", ""]),
+                     within=f" WITHIN INTERVAL '{rng.choice([2, 3, 4])}' SECOND")
+        ms, data, syms = 0, [], "WXYZ"[:rng.choice([3, 4])]
+        for j in range(rng.randint(16, 30)):
+            ms += rng.choice([300, 500, 700, 1000])
+            data.append(_tick(j + 1, ms, rng.randint(5, 15), rng.choice(syms)))
+        out.append({"id": f"w{seed}_{i}", "sql": sql, "rows": data, "schema": SCHEMA})
+    return out
+
+
 def _probe(pattern: str, define: str = "A AS A.price > 8", measures: str = "FIRST(A.id) AS fa",
            rpm: str = "ONE ROW PER MATCH", skip: str = "AFTER MATCH SKIP PAST LAST ROW", part: str = "PARTITION BY sym ",
            within: str = "", order: str = "ts") -> str:
@@ -440,6 +467,7 @@ def main() -> None:
     ap.add_argument("--shapes", action="store_true", help="issue 44's shapes (SHAPES), ids s<seed>_<i>")
     ap.add_argument("--within", action="store_true", help="with --shapes: every query with WITHIN")
     ap.add_argument("--hold", action="store_true", help="with --shapes: conditions that make matches wait")
+    ap.add_argument("--timing", action="store_true", help="matches released by timeouts (timing_cases), ids w<seed>_<i>")
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     with open(a.output, "w") as f:
@@ -447,6 +475,7 @@ def main() -> None:
             f.write("[\n" + ",\n".join(json.dumps(c) for c in absorb(a.absorb, a.logs)) + "\n]\n")
         else:
             json.dump(probes() if a.probes else shape_cases(a.n, a.seed, a.max_rows, a.within, a.hold) if a.shapes else
+                      timing_cases(a.n, a.seed) if a.timing else
                       cases(a.n, a.seed, a.max_rows, a.loose, a.nulls), f, indent=1)
 
 
