@@ -6,8 +6,8 @@ The corpus ``tests/data/sql_flink.json`` holds such cases with the rows Flink 2.
 them. To grow or regenerate it::
 
     python tests/sqlgen.py --n 300 --seed 1 -o /tmp/cases.json
-    $FLINK_VENV/bin/python ../shared/tools/flink_sql_oracle/mr_oracle.py /tmp/cases.json --sort \\
-        -o /tmp/flink.json
+    $FLINK_VENV/bin/python tests/flinksql_oracle.py /tmp/cases.json --sort -o /tmp/flink.json \\
+        2> /tmp/flink.log                  # the shared oracle, mended for Flink's final watermark
     python tests/sqlgen.py --absorb /tmp/flink.json [more] --logs /tmp/flink.log [more] \\
         -o tests/data/sql_flink.json      # the logs: the oracle's stderr, for the causes of failed jobs
 
@@ -16,7 +16,10 @@ no rows for a query Flink refused before running it.)
 
 The queries draw on what Flink SQL's MATCH_RECOGNIZE has (PARTITION BY, every quantifier greedy
 and reluctant, the skip modes, WITHIN, aggregates, FIRST/LAST with offsets, MATCH_ROWTIME in
-DEFINE and MEASURES) and on a few things it refuses, so both sides are checked.
+DEFINE and MEASURES) and on a few things it refuses, so both sides are checked. The corpus holds
+random queries (ids ``g<seed>_<i>``, seeds 1 to 5), ``--probes`` (PROBES and ROWTIME_PROBES),
+issue 44's shapes ``--shapes --n 300`` with seeds 44, 45, ``--within`` 46 and ``--hold`` 47 (ids
+``s<seed>_<i>``) and ``--timing --n 400 --seed 48`` (ids ``w48_<i>``).
 """
 from __future__ import annotations
 
