@@ -70,13 +70,13 @@ def match_emitted(prep: Any, time_unit: str, stream_times: "np.ndarray | None" =
     table is a part of it (a Spark partition); by default the table's own."""
     ts = time_values(prep.work, prep.q.time)
     windowed = prep.pattern.window is not None
-    out, rows, marks = _run(prep, time_unit, windowed, [])
+    out, rows, marks = _run(prep, time_unit, windowed, [], ts)
     if windowed:
         times = np.unique(ts) if stream_times is None else np.asarray(stream_times, np.int64)
         ticks = _ticks(out, rows, ts, prep.key_codes, times, _lag(prep.work.schema.field(prep.q.time).type,
                                                                    time_unit))
         if ticks:
-            out, rows, marks = _run(prep, time_unit, False, ticks)
+            out, rows, marks = _run(prep, time_unit, False, ticks, ts)
         else:
             out = out.filter(pc.invert(out.column("timed_out"))).drop_columns(["timed_out", "timeout_ts"])
     return out, np.where(rows >= 0, ts[np.maximum(rows, 0)], marks)
@@ -89,11 +89,12 @@ def _lag(time_type: pa.DataType, time_unit: str) -> int:
     return max(1, NS["ms"] // NS[unit])
 
 
-def _run(prep: Any, time_unit: str, timeouts: bool, ticks: list[int]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-    """The engine over the prepared table on one thread: its output, and per match (by id) the
-    row whose processing emitted it (-1: time advancing did) and the watermark time advanced to
-    then. With ``ticks``, in event time: fed up to each tick, the watermark set to it, so that
-    time advances to each (``FINAL_WATERMARK`` at the end)."""
+def _run(prep: Any, time_unit: str, timeouts: bool, ticks: list[int],
+         ts: np.ndarray) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """The engine over the prepared table (times ``ts``) on one thread: its output, and per match
+    (by id) the row whose processing emitted it (-1: time advancing did) and the watermark time
+    advanced to then. With ``ticks``, in event time: fed up to each tick, the watermark set to it,
+    so that time advances to each (``FINAL_WATERMARK`` at the end)."""
     work, time = prep.work, prep.q.time
     m = Matcher(prep.pattern, key=prep.key, time=time, columns=[], timeouts=timeouts, time_unit=time_unit, threads=1,
                 out_of_orderness="watermarks" if ticks else None)
@@ -105,7 +106,6 @@ def _run(prep: Any, time_unit: str, timeouts: bool, ticks: list[int]) -> tuple[p
         n = sum(a.shape[0] for a in m.emitting_rows) - sum(x.shape[0] for x in marks)
         marks.append(np.full(n, watermark, np.int64))
 
-    ts = time_values(work, time)
     lo = 0
     for w in ticks:
         hi = int(np.searchsorted(ts, w, "right"))
