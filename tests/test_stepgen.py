@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import col, last
@@ -230,3 +231,51 @@ def test_compiled_step_equals_generic_and_shares_its_compile():
         assert got.equals(cc.match(ticks, desk[name], key="name", time="ts")) and got.num_rows > 0
         runs.append(m._tier._step.mod)
     assert runs[0] is runs[1] and len(runs[0].run_key.overloads) == 1
+
+
+def test_the_v_fields_read_are_those_the_aggregates_read():
+    """``codegen.v_fields_read``: per group, what each aggregate of one group reads, every field
+    of groups an aggregate spans, the valid count wherever ``v_update`` tests it."""
+    from colcep.kernels import vm
+
+    def agg(func, *groups):
+        return [vm.OP_AGG, func, len(groups), *groups]
+
+    code = np.array([vm.OP_COL, 0, *agg(vm.AGG_LAST, 0), vm.OP_CMP, vm.C_GT, vm.OP_TRUE, vm.OP_AND,
+                     *agg(vm.AGG_COUNT, 1), *agg(vm.AGG_MIN, 2), vm.OP_ISIN, 2, 0, 1, vm.OP_NOT,
+                     *agg(vm.AGG_AVG, 3), *agg(vm.AGG_FIRST, 4, 5)], np.int64)
+    assert codegen.v_fields_read(code) == {
+        0: (vm.V_VALID, vm.V_LAST), 1: (vm.V_N,), 2: (vm.V_VALID, vm.V_MIN), 3: (vm.V_VALID, vm.V_SUM),
+        4: tuple(range(vm.VW)), 5: tuple(range(vm.VW))}
+    assert codegen.v_fields_read(np.array([99], np.int64)) is None
+    # P2: a's last price and b's; P3: a1's last price, the sum and count of ai, ai's last volume
+    p2, p3 = (stepgen._lean(cc.compile(benchmark_pattern(n))) for n in ("P2", "P3"))
+    assert sorted(p2.values()) == [(vm.V_VALID, vm.V_LAST)] * 2
+    assert sorted(p3.values()) == sorted([(vm.V_VALID, vm.V_LAST)] * 2 + [(vm.V_SUM,), (vm.V_N,)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_fields=st.sets(st.sampled_from(range(9))), xs=st.lists(
+    st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.just(float("nan"))), max_size=6))
+def test_a_v_update_written_out_keeps_the_fields_read_as_v_update_does(st_fields, xs):
+    """``codegen.v_update_lines`` for any set of fields (closed as ``v_fields_read`` closes
+    them): after any events, those fields equal ``vm.v_update``'s, bit for bit."""
+    from colcep.kernels import vm
+
+    fields = set(st_fields)
+    if fields & {vm.V_MIN, vm.V_MAX, vm.V_FIRST, vm.V_FIRST_POS}:
+        fields.add(vm.V_VALID)
+    fields = tuple(sorted(fields))
+    body = "\n".join("    " + s for s in codegen.v_update_lines("v", "b", 1, fields, "x", "pos")) or "    pass"
+    ns: dict = {}
+    exec(f"def update(v, b, x, pos):\n{body}\n", ns)
+    want, got = np.full(3 * vm.VW, np.nan), np.full(3 * vm.VW, 7.5)
+    vm.v_init.py_func(want)
+    for f in fields:
+        got[vm.VW + f] = want[vm.VW + f]
+    for pos, x in enumerate(xs):
+        vm.v_update.py_func(want, vm.VW, x, float(pos))
+        ns["update"](got, 0, x, float(pos))
+    for f in fields:
+        assert np.array_equal(got[vm.VW + f], want[vm.VW + f], equal_nan=True), (f, got, want)
+    assert np.all(got[:vm.VW] == 7.5) and np.all(got[2 * vm.VW:] == 7.5)

@@ -165,6 +165,63 @@ def _translate(code: np.ndarray, consts: np.ndarray, start: int, end: int, row: 
     return stack[0]
 
 
+# ----------------------------------------------------------------------------- the V fields read
+#: The fields of its one V group an aggregate reads (``vm._agg_one``).
+_AGG_FIELDS = {vm.AGG_COUNT: (vm.V_N,), vm.AGG_SUM: (vm.V_SUM,), vm.AGG_LAST: (vm.V_VALID, vm.V_LAST),
+               vm.AGG_FIRST: (vm.V_VALID, vm.V_FIRST), vm.AGG_AVG: (vm.V_VALID, vm.V_SUM),
+               vm.AGG_MIN: (vm.V_VALID, vm.V_MIN), vm.AGG_MAX: (vm.V_VALID, vm.V_MAX)}
+_ONE_WORD = (vm.OP_AND, vm.OP_OR, vm.OP_NOT, vm.OP_ISNULL, vm.OP_TRUE)
+_TWO_WORDS = (vm.OP_COL, vm.OP_CONST, vm.OP_MASK, vm.OP_ARITH, vm.OP_CMP)
+
+
+def v_fields_read(code: np.ndarray) -> dict[int, tuple[int, ...]] | None:
+    """The V fields the programs of ``code`` (a program's whole bytecode, programs back to back)
+    read, per group: what an aggregate of one group reads (``vm._agg_one``), every field of each
+    group an aggregate spans several of (``vm._agg``), and the valid count wherever ``v_update``
+    tests it (a minimum, maximum or first). None for an opcode it does not know."""
+    read: dict[int, set[int]] = {}
+    pc = 0
+    while pc < len(code):
+        op = int(code[pc])
+        if op == vm.OP_AGG:
+            func, ng = int(code[pc + 1]), int(code[pc + 2])
+            groups = [int(g) for g in code[pc + 3:pc + 3 + ng]]
+            fields = _AGG_FIELDS[func] if ng == 1 else range(vm.VW)
+            for g in groups:
+                read.setdefault(g, set()).update(fields)
+            pc += 3 + ng
+        elif op in _TWO_WORDS:
+            pc += 2
+        elif op in _ONE_WORD:
+            pc += 1
+        elif op == vm.OP_ISIN:
+            pc += 2 + int(code[pc + 1])
+        else:
+            return None
+    for fields in read.values():
+        if fields & {vm.V_MIN, vm.V_MAX, vm.V_FIRST, vm.V_FIRST_POS}:
+            fields.add(vm.V_VALID)
+    return {g: tuple(sorted(f)) for g, f in sorted(read.items())}
+
+
+def v_update_lines(v: str, base: str, group: int, fields: tuple[int, ...], x: str, pos: str) -> list[str]:
+    """``vm.v_update`` of V group ``group`` of the V at ``v[base]`` written out for ``fields``
+    only (the others are read by no program, so left as they are): the same values in those."""
+    at = {f: f"{v}[{base} + {group * vm.VW + f}]" for f in range(vm.VW)}
+    out = [f"{at[vm.V_N]} += 1.0"] if vm.V_N in fields else []
+    first = [f"{at[f]} = {pos if f == vm.V_FIRST_POS else x}"
+             for f in (vm.V_MIN, vm.V_MAX, vm.V_FIRST, vm.V_FIRST_POS) if f in fields]
+    later = ([f"if {x} < {at[vm.V_MIN]}:", f"    {at[vm.V_MIN]} = {x}"] if vm.V_MIN in fields else []) + (
+        [f"if {x} > {at[vm.V_MAX]}:", f"    {at[vm.V_MAX]} = {x}"] if vm.V_MAX in fields else [])
+    body = ([f"if {at[vm.V_VALID]} == 0.0:"] + ["    " + s for s in first]
+            + (["else:"] + ["    " + s for s in later] if later else []) if first else [])
+    body += [f"{at[vm.V_VALID]} += 1.0"] if vm.V_VALID in fields else []
+    body += [f"{at[vm.V_SUM]} += {x}"] if vm.V_SUM in fields else []
+    body += [f"{at[vm.V_LAST]} = {x}"] if vm.V_LAST in fields else []
+    body += [f"{at[vm.V_LAST_POS]} = {pos}"] if vm.V_LAST_POS in fields else []
+    return out + ([f"if {x} == {x}:"] + ["    " + s for s in body] if body else [])
+
+
 def _strip_not(lw, c: int) -> tuple[int, bool]:
     """Condition ``c`` without its negations (``kernels.conds.strip_not``, run as Python)."""
     inner, neg = kconds.strip_not.py_func(c, lw.cond_kind, lw.cond_a)

@@ -308,17 +308,49 @@ def _match(node: str, sts: str, spos: str) -> list[str]:
     return [f"p_node[npot] = {node}", f"p_sts[npot] = {sts}", f"p_spos[npot] = {spos}", "npot += 1"]
 
 
+def _lean(prog: CompiledPattern) -> dict[int, tuple[int, ...]] | None:
+    """The V fields the pattern's programs read, per group, where only those need be kept: a
+    child's V copies them alone and an event taken updates them alone (the other fields of a
+    run's V are then stale, never read). None where the whole V is kept: runs may merge
+    (``merge.merge_runs`` compares whole groups; never under a skip strategy)."""
+    if prog.merging(timeouts=False):
+        return None
+    return codegen.v_fields_read(prog.lowered.code)
+
+
+def _v_copy(prog: CompiledPattern, dst: str, src: str) -> list[str]:
+    """The V at ``W_v[src]`` copied to ``W_v[dst]``: the fields read (:func:`_lean`), or all."""
+    fields = _lean(prog)
+    if fields is None:
+        return ["for jj in range(vw):", f"    W_v[{dst} + jj] = W_v[{src} + jj]"]
+    return [f"W_v[{dst} + {g * kvm.VW + f}] = W_v[{src} + {g * kvm.VW + f}]" for g, fs in fields.items() for f in fs]
+
+
+def _v_take(prog: CompiledPattern, at: str, stage: int) -> list[str]:
+    """This event taken at ``stage`` in the V at ``W_v[at]`` (``vm.v_take``): the fields read
+    (:func:`_lean`) of the stage's groups written out, or the call."""
+    fields = _lean(prog)
+    if fields is None:
+        return [f"v_take(W_v, {at}, vg_stage, vg_col, {stage}, cols, row, g)"]
+    lw = prog.lowered
+    out: list[str] = []
+    for grp in range(len(lw.vg_stage)):
+        if int(lw.vg_stage[grp]) == stage and grp in fields:
+            c = int(lw.vg_col[grp])
+            out += [f"vx = cols[{c}, row]" if c >= 0 else "vx = 0.0"]
+            out += codegen.v_update_lines("W_v", at, grp, fields[grp], "vx", "g")
+    return out
+
+
 def _child(prog: CompiledPattern, tgt: int, node: str, stage: int, sts: str, spos: str) -> list[str]:
     """A new run in ``tgt`` at ``w``, with a V of its own (the parent's at ``voff``, with this
     event taken at ``stage``; -1: ignored)."""
     out = [f"W_state[w] = {tgt}", f"W_node[w] = {node}", f"W_sts[w] = {sts}", f"W_spos[w] = {spos}",
            "xo = v_at[0] * vw",
            "W_vs[w] = v_at[0]",
-           "v_at[0] += 1",
-           "for jj in range(vw):",
-           "    W_v[xo + jj] = W_v[voff + jj]"]
+           "v_at[0] += 1"] + _v_copy(prog, "xo", "voff")
     if stage >= 0:
-        out.append(f"v_take(W_v, xo, vg_stage, vg_col, {stage}, cols, row, g)")
+        out += _v_take(prog, "xo", stage)
     return out + ["run_flag[w - base] = 1"] + _child_wake(prog, tgt, "xo", sts) + ["w += 1"]
 
 
@@ -391,8 +423,7 @@ def _take(prog: CompiledPattern, s: int, stays: bool) -> list[str]:
         conds = _Conds(prog)
         done = conds.any_of(_to_final(prog, tgt))
         out = conds.lines + out + [
-            "n_ref[node1] += 1",
-            f"v_take(W_v, voff, vg_stage, vg_col, {stage}, cols, row, g)",
+            "n_ref[node1] += 1"] + _v_take(prog, "voff", stage) + [
             "W_vs[w] = W_vs[i]",
             f"W_state[w] = {tgt}",
             "W_node[w] = node1",
