@@ -70,3 +70,28 @@ def test_abort_drops_what_waits():
     release.set()
     aborting.join(5)
     assert not aborting.is_alive() and got == [0]
+
+
+def test_match_files_keep_every_value_with_string_dictionaries_and_number_statistics(tmp_path):
+    """``match_writer``: the rows read back as written; the string columns in dictionary pages
+    without statistics, the numbers in plain pages with min / max."""
+    import pyarrow.parquet as pq
+
+    from colcep.tools.writer import match_writer
+
+    t = pa.table({"pattern": ["p", "q", "p", None], "match_id": [0, 1, 1, 2],
+                  "name": pa.array(["a", "b", "a", "b"]).dictionary_encode(), "ts": [5, -(2 ** 63), 2 ** 63 - 1, 7],
+                  "price": [1.5, float("-inf"), None, -0.0]})
+    path = tmp_path / "m.parquet"
+    w = match_writer(path, t.schema)
+    w.write_table(t)
+    w.write_table(t.slice(1, 2))
+    w.close()
+    back = pq.read_table(path)
+    assert back.to_pylist() == pa.concat_tables([t, t.slice(1, 2)]).to_pylist()
+    cols = {c.path_in_schema: c for c in (pq.ParquetFile(path).metadata.row_group(0).column(i) for i in range(5))}
+    for name in ("pattern", "name"):
+        assert cols[name].statistics is None or not cols[name].statistics.has_min_max
+        assert "RLE_DICTIONARY" in cols[name].encodings
+    assert cols["ts"].statistics.min == -(2 ** 63) and cols["ts"].statistics.max == 2 ** 63 - 1
+    assert "RLE_DICTIONARY" not in cols["match_id"].encodings and cols["match_id"].statistics.max == 2

@@ -396,10 +396,8 @@ def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
 
 def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Path,
                      rep: Reporter) -> tuple[int, str, dict, str | None]:
-    import pyarrow.parquet as pq
-
     from colcep.tools.file_scan import STAGES, parquet_batches, scan_batches
-    from colcep.tools.writer import BackgroundWriter
+    from colcep.tools.writer import BackgroundWriter, match_writer
     from colcep.spark.batch import Streams
 
     specs, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
@@ -411,7 +409,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     out_file = out_dir / "part-00000.parquet"
     schema = Streams(specs).schema
-    writer = [pq.ParquetWriter(out_file, schema)]
+    writer = [match_writer(out_file, schema)]
     counted = [Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)]
 
     def write_now(t: pa.Table) -> None:
@@ -434,7 +432,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
         rep.step(f"the input is not in time order per key ({disorder}): reading it whole to order it ...")
         background[0].abort()
         writer[0].close()
-        writer[0] = pq.ParquetWriter(out_file, schema)
+        writer[0] = match_writer(out_file, schema)
         counted[0] = Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)
         background[0] = BackgroundWriter(write_now)
 
