@@ -297,3 +297,36 @@ def test_a_bound_schema_is_checked_at_construction():
     assert m.process(ticks()).equals(cc.match(ticks(), RISE, key="sym", time="ts"))
     with pytest.raises(cc.InputError, match="column 'v' is missing from this batch"):
         m.process(ticks().drop_columns(["v"]))
+
+
+@pytest.mark.parametrize("lateness", [None, 50])
+def test_output_columns_come_from_every_retained_batch_and_chunk(lateness):
+    """A match's rows are read back from the input batches still retained (several calls back,
+    tables of several record batches, event time: rows held and fed out of arrival order), with
+    strings and nulls among the columns: the same output as one call over the whole input."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    ts = np.cumsum(rng.integers(0, 3, n))
+    if lateness:
+        ts = ts + rng.integers(0, lateness // 2, n)  # out of order within the lateness
+    price = rng.normal(100, 1, n)
+    tag = pa.array([None if i % 7 == 0 else f"t{i % 13}" for i in range(n)])
+    vol = pa.array([None if i % 11 == 0 else float(i % 997) for i in range(n)])
+    full = pa.table({"k": [f"k{i % 3}" for i in range(n)], "ts": ts, "price": price, "tag": tag, "vol": vol})
+    p = (Pattern.begin("a").where(col("price") > 101.0)
+         .followed_by("b").where(col("price") > last("price", of="a")).one_or_more()
+         .followed_by("c").where(col("price") < 99.5).within(400))
+    kw = dict(key="k", time="ts", columns=["price", "tag", "vol"], out_of_orderness=lateness)
+    whole = cc.Matcher(p, **kw)
+    want = pa.concat_tables([whole.process(full), whole.close()])
+    m = cc.Matcher(p, **kw)
+    got = []
+    for lo in range(0, n, 250):  # each call a table of record batches of 1 to 60 rows
+        part = full.slice(lo, 250)
+        cuts = np.unique(np.r_[0, np.sort(rng.integers(0, 250, 8)), 250])
+        got.append(m.process(pa.Table.from_batches([rb for a, b in zip(cuts[:-1], cuts[1:])
+                                                    for rb in part.slice(a, b - a).to_batches()])))
+    got.append(m.close())
+    got = pa.concat_tables(got)
+    assert want.num_rows > 100 and len(set(want.column("match_id").to_pylist())) > 10
+    assert got.to_pylist() == want.to_pylist()
