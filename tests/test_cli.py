@@ -534,3 +534,29 @@ def test_scan_tier(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["scan", str(data), "--pattern", "p1", "--in-process", "--tier", "fast", "--out", str(tmp_path / "x")])
+
+
+def test_an_in_process_scan_allocates_from_the_system_pool_and_puts_arrow_s_back(tmp_path, capsys, monkeypatch):
+    """The scan's Arrow buffers come from the C library's allocator (``scan._system_allocator``);
+    the process's own pool is the default again after it, also after a failure."""
+    import pyarrow as pa
+
+    from colcep.cli import scan as cli_scan
+
+    data = write_ticks(tmp_path / "t.parquet", 3000, 3)
+    before = pa.default_memory_pool().backend_name
+    seen = []
+    real = cli_scan._scan_in_process
+
+    def spy(*a, **k):
+        seen.append(pa.default_memory_pool().backend_name)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cli_scan, "_scan_in_process", spy)
+    args = ["scan", str(data), "--pattern", "p1", "--in-process", "--no-plot", "--out", str(tmp_path / "m")]
+    assert main(args) == 0
+    with monkeypatch.context() as mp:
+        _interrupt_after(mp, 1, RuntimeError("disk full"))
+        with pytest.raises(RuntimeError, match="disk full"):
+            main(args + ["--overwrite"])
+    assert seen == ["system", "system"] and pa.default_memory_pool().backend_name == before
