@@ -2,6 +2,7 @@
 over the whole table with Arrow's distinct counts."""
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -104,3 +105,20 @@ def test_unique_match_ids_across_patterns():
     assert len(set(u.column("match_id").to_pylist())) == len(pairs) > 20
     text = format_matches(out, "name", limit=len(pairs))
     assert text.count("\n") + 1 == len(pairs)  # one line a match, none mixing two patterns
+
+
+def test_summary_of_several_patterns_whose_rows_come_in_several_runs():
+    """A table holding each pattern's rows in several runs (two batches' output, one after the
+    other, as a scan writes them): each pattern counted over all its runs, in order."""
+    t = make_ticks(20_000, 30, 6)
+    pats = {"p1": BENCHMARK_PATTERNS["P1"], "p3": BENCHMARK_PATTERNS["P3"]}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=["ts"])
+    out = pa.concat_tables([mm.process(t.slice(0, 9_000)), mm.process(t.slice(9_000)), mm.close()])
+    names = np.array(out.column("pattern").to_pylist())
+    assert np.count_nonzero(names[1:] != names[:-1]) >= 3  # p1, p3, p1, p3
+    got = Summary("name", 4, "ts", named=True).add(out).result()
+    per = {n: reference(out.filter(pc.equal(out.column("pattern"), n)).drop_columns(["pattern"]), "name", 4, "ts")
+           for n in pats}
+    assert got["patterns"] == {n: {"matches": p["matches"], "matched_events": p["matched_events"]}
+                               for n, p in per.items()}
+    assert all(p["matches"] > 10 for p in per.values())

@@ -64,13 +64,17 @@ class _One:
         self.events += int(np.count_nonzero(done))
         if not done.any():
             return
-        keep = pa.array(done)
-        self.stage_events.update(_counts(stage.filter(keep)))
+        every = bool(done.all())  # (no timed-out rows: nothing to leave out)
+
+        def kept(c: pa.ChunkedArray) -> pa.ChunkedArray:
+            return c if every else c.filter(pa.array(done))
+
+        self.stage_events.update(_counts(kept(stage)))
         self.stage_matches.update(_counts(stage.filter(pa.array(stage_starts & done))))
         if self.key is not None and self.key in t.column_names:
             self.per_key.update(_counts(t.column(self.key).filter(pa.array(starts & done))))
         if self.time is not None and self.time in t.column_names:
-            mm = pc.min_max(t.column(self.time).filter(keep))
+            mm = pc.min_max(kept(t.column(self.time)))
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             self.span = [lo, hi] if self.span is None else [min(self.span[0], lo), max(self.span[1], hi)]
 
@@ -122,12 +126,17 @@ class Summary:
             self._one.add(t)
             return self
         names = t.column(PATTERN_COL)
-        for name in _counts(names):
+        # each pattern's rows come in runs (colcep writes a batch's output pattern by pattern):
+        # each run is a slice of the table, nothing copied
+        cuts = np.r_[np.flatnonzero(_changes([names], None)), t.num_rows]
+        rest = t.drop_columns([PATTERN_COL])
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            name = names[a].as_py()
             one = self._per.get(name)
             if one is None:
                 one = self._per[name] = _One(self.key, self.time)
                 one.has_timeouts = self._timeouts
-            one.add(t.filter(pc.equal(names, name)).drop_columns([PATTERN_COL]))
+            one.add(rest.slice(a, b - a))
         return self
 
     def result(self) -> dict[str, Any]:
