@@ -248,3 +248,58 @@ def test_short_batches_are_matched_together_in_calls_of_at_least_the_batch_size(
     assert sum(fed) == 5000 and all(n >= 1000 for n in fed[:-1]) and len(fed) < len(read)
     assert res.streamed and res.rows == 5000
     assert _canon(pa.concat_tables(out)) == _want(t)
+
+
+def test_read_ahead_keeps_order_bounds_what_waits_and_hands_on_errors():
+    """``read_ahead``: the items in order, at most ``ahead`` produced before they are taken; an
+    error of the source raised where its item would have come; closing stops the producer."""
+    import threading
+    import time
+
+    from colcep.tools.file_scan import read_ahead
+
+    made: list[int] = []
+
+    def source(n: int, fail_at: int = -1):
+        for i in range(n):
+            if i == fail_at:
+                raise OSError(f"bad page at {i}")
+            made.append(i)
+            yield i
+
+    assert list(read_ahead(source(50), 2)) == list(range(50))
+    made.clear()
+    it = read_ahead(source(50), 2)
+    assert next(it) == 0
+    time.sleep(0.3)
+    assert len(made) <= 1 + 2 + 1  # the one taken, two waiting, one in the producer's hands
+    it.close()
+    time.sleep(0.3)
+    n = len(made)
+    time.sleep(0.3)
+    assert len(made) == n < 50 and not any(t.name == "colcep-reader" and t.is_alive() for t in threading.enumerate())
+    got = []
+    with pytest.raises(OSError, match="bad page at 7"):
+        for x in read_ahead(source(50, fail_at=7), 3):
+            got.append(x)
+    assert got == list(range(7))
+
+
+def test_parquet_batches_hold_a_few_batches_of_a_file_not_the_file(tmp_path):
+    """A file read far slower than it is decoded: Arrow's allocations stay a few batches'
+    (the dataset scanner over the whole file held more and more of it)."""
+    import time
+
+    t = pa.table({"k": pa.array([f"s{i % 50}" for i in range(400_000)]), "ts": np.arange(400_000, dtype=np.int64),
+                  "p": np.random.default_rng(1).normal(size=400_000)})
+    pq.write_table(t, tmp_path / "t.parquet", row_group_size=20_000)
+    del t
+    base = pa.total_allocated_bytes()
+    held = []
+    n = 0
+    for b in parquet_batches(str(tmp_path / "t.parquet"), ["k"], ["k", "ts", "p"], 20_000):
+        time.sleep(0.01)
+        held.append(pa.total_allocated_bytes() - base)
+        n += b.num_rows
+    per_batch = 20_000 * (4 + 8 + 8)  # the file: 20 such batches
+    assert n == 400_000 and max(held) < 6 * per_batch, (max(held), per_batch)
