@@ -303,3 +303,14 @@ def test_parquet_batches_hold_a_few_batches_of_a_file_not_the_file(tmp_path):
         n += b.num_rows
     per_batch = 20_000 * (4 + 8 + 8)  # the file: 20 such batches
     assert n == 400_000 and max(held) < 6 * per_batch, (max(held), per_batch)
+
+
+def test_parquet_batches_keep_hive_partition_columns(tmp_path):
+    """A folder laid out ``day=.../``: each row group's batch carries its partition's value."""
+    for day in ("2024-01-01", "2024-01-02"):
+        (tmp_path / f"day={day}").mkdir()
+        pq.write_table(pa.table({"k": ["a", "b", "a"], "ts": [1, 2, 3]}), tmp_path / f"day={day}" / "p.parquet",
+                       row_group_size=2)
+    back = pa.Table.from_batches(list(parquet_batches(str(tmp_path), ["k"], ["k", "ts", "day"], 10)))
+    assert back.column("day").to_pylist() == ["2024-01-01"] * 3 + ["2024-01-02"] * 3
+    assert back.column("ts").to_pylist() == [1, 2, 3] * 2
