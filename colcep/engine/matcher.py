@@ -682,11 +682,12 @@ class Matcher:
         if not blocks:
             return pa.table({c: pa.array([], self._bound.schema.field(c).type if c != ARRIVAL else pa.int64())
                              for c in names})
-        parts = [p for a, t in blocks for p in _record_batches(a, t.select(names))]
-        if not len(rows) or not parts:
+        if not len(rows):
             return pa.Table.from_batches([], schema=blocks[-1][1].select(names).schema)
-        firsts = np.array([int(a[0]) if isinstance(a, np.ndarray) else a for a, _ in parts], np.int64)
-        which = np.searchsorted(firsts, rows, side="right") - 1
+        # only the blocks from the oldest row's on are split into their record batches
+        tail = blocks[max(int(np.searchsorted(_firsts(blocks), rows.min(), side="right")) - 1, 0):]
+        parts = [p for a, t in tail for p in _record_batches(a, t.select(names))]
+        which = np.searchsorted(_firsts(parts), rows, side="right") - 1
         lo, hi = int(which.min()), int(which.max())
         if lo < 0:
             raise RuntimeError(f"row {int(rows.min())} is not among the retained input rows")  # (a bug of ours)
@@ -725,6 +726,11 @@ class Matcher:
 
 
 KEYS = object()  # the key columns among the output's parts
+
+
+def _firsts(pieces: list[tuple]) -> np.ndarray:
+    """The first row of each (start, rows) piece: a block or a record batch of one."""
+    return np.array([int(a[0]) if isinstance(a, np.ndarray) else a for a, _ in pieces], np.int64)
 
 
 def _record_batches(start: "int | np.ndarray", t: pa.Table) -> Iterator[tuple["int | np.ndarray", pa.RecordBatch]]:
