@@ -675,8 +675,12 @@ def work_groups(prog, opts, batch, runs, buf, park_):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
-    """Process one batch (see the module docstring); every argument but the counts is a group:
+def run_batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
+    """Process one batch (see the module docstring), ``run_key`` stepping each key: the
+    interpreter ``_run_key`` (the generic tier) or a pattern's generated step
+    (``colcep.engine.stepgen``), passed as a first-class function of their one signature, so
+    that this driver is compiled once for every step, and apart from it (``colcep.engine.steps``).
+    Every other argument but the counts is a group:
 
     - ``prog``: the program's tables (``CompiledPattern.tables()``); ``opts``: int64s
       (window, skip code, skip stage, want timeouts, max runs per key, max buffer nodes,
@@ -699,20 +703,6 @@ def run_batch(prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, 
     matches are copied, its parked runs not touched). Returns the new ``runs``, ``held``, ``buf``
     and park (possibly grown) and ``out``, the numbers of matches and events written in all,
     and a status (code, key, figure). After an error the returned state is partial."""
-    return _batch(_run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def run_batch_with(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
-    """``run_batch`` with another per-key step in place of ``_run_key``: a first-class function of
-    its signature (a generated step, ``colcep.engine.stepgen``), so that this driver is compiled
-    once for every pattern (its one overload takes the function's type, not the function)."""
-    return _batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne)
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, park_, out, nm, ne):
-    """``run_batch``'s body, ``run_key`` stepping each key (inlined into both entries)."""
     key_ptr = batch[0]
     n_keys = key_ptr.shape[0] - 1
     r_ptr, r_state, r_node, r_sts, r_spos, r_v = runs

@@ -208,9 +208,9 @@ def test_warmup_compiles_into_an_empty_cache_once_then_loads(tmp_path):
 def test_warmup_errors(capsys):
     from colcep.tools.warmup import GROUPS, warmup
 
-    assert list(GROUPS) == ["cep", "sql", "windows"]
+    assert list(GROUPS) == ["cep", "cep-step", "sql", "windows"]
     assert main(["warmup", "--groups", "cep,nfa"]) == 2
-    assert "unknown kernel group 'nfa'; the groups are ['cep', 'sql', 'windows']" in capsys.readouterr().err
+    assert "unknown kernel group 'nfa'; the groups are ['cep', 'cep-step', 'sql', 'windows']" in capsys.readouterr().err
     assert main(["warmup", "--processes", "0"]) == 2
     assert "--processes must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(colcep.InputError, match="unknown kernel group 'x'"):

@@ -228,7 +228,7 @@ from colcep.engine.ordering import StreamOrder
 StreamOrder("k", "ts", "ts").check(t); StreamOrder("k", "ts").check(t.slice(3, 10))
 m = cc.Matcher(p, key="k", time="ts", out_of_orderness=5)
 m.process(readonly.slice(0, 5000)); m.process(chunked.slice(5000)); m.close()
-assert len(nfa.run_batch.signatures) == 1
+assert len(nfa.run_batch.signatures) == len(nfa._run_key.signatures) == 1
 for info in pkgutil.iter_modules(colcep.kernels.__path__):
     mod = importlib.import_module("colcep.kernels." + info.name)
     for name, f in vars(mod).items():

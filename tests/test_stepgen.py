@@ -229,8 +229,8 @@ def test_compiled_step_equals_generic_and_shares_its_compile():
         got = pa.concat_tables([m.process(ticks.slice(0, 7000)), m.process(ticks.slice(7000)), m.close()])
         assert m.kernel_tier == "compiled"
         assert got.equals(cc.match(ticks, desk[name], key="name", time="ts")) and got.num_rows > 0
-        runs.append(m._tier._step.mod)
-    assert runs[0] is runs[1] and len(runs[0].run_key.overloads) == 1
+        runs.append(m._tier._step.run_key)
+    assert runs[0] is runs[1] and len(runs[0].overloads) == 1
 
 
 def test_the_v_fields_read_are_those_the_aggregates_read():

@@ -21,7 +21,7 @@ from numba import njit
 
 import colcep as cc
 from colcep.engine import kernel_cache as cache
-from colcep.engine import codegen, stepgen
+from colcep.engine import codegen, stepgen, steps
 from colcep.errors import ColcepWarning, InputError
 from colcep.tools.examples import BENCHMARK_PATTERNS, P2, desk_patterns
 from colcep import expr as E
@@ -284,7 +284,7 @@ def test_auto_runs_generic_until_the_step_is_compiled_then_switches(jit, monkeyp
     (the P1 shape) and interpreted."""
     monkeypatch.setattr(codegen, "JIT", jit)
     for table in ("_SIGS", "_FNS", "_READY"):  # nothing built in this process yet
-        monkeypatch.setattr(stepgen, table, {})
+        monkeypatch.setattr(steps, table, {})
     ticks = make_ticks(20000, symbols=8)
     want = cc.match(ticks, P1_SHAPE, key="name", time="ts")
     got, tiers = _run(cc.compile(P1_SHAPE), ticks, "auto", 2500, switch_after=2)
@@ -305,9 +305,9 @@ from colcep.kernels import nfa
 from colcep.tools.ticks import make_ticks
 m = cc.Matcher(desk_patterns()["P1_v700_w5s"], key="name", time="ts", tier="compiled")
 m.process(make_ticks(3000, symbols=4))
-rk = m._tier._step.mod.run_key
+rk = m._tier._step.run_key
 print(m.kernel_tier, sum(rk.stats.cache_hits.values()), sum(rk.stats.cache_misses.values()),
-      sum(nfa.run_batch_with.stats.cache_hits.values()), sum(nfa.run_batch_with.stats.cache_misses.values()))
+      sum(nfa.run_batch.stats.cache_hits.values()), sum(nfa.run_batch.stats.cache_misses.values()))
 """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(cc.__file__)),
                                                                    os.environ.get("PYTHONPATH")) if p))
@@ -346,7 +346,7 @@ def test_sharded_matcher_runs_the_compiled_step_in_every_shard():
     got = pa.concat_tables([m.process(ticks), m.close()])
     assert m.kernel_tier == "compiled"
     assert got.equals(cc.match(ticks, P1_SHAPE, key="name", time="ts")) and got.num_rows > 0
-    assert len(m._tier._step.mod.run_key.signatures) == 1  # the shards' calls have the single path's types
+    assert len(m._tier._step.run_key.signatures) == 1  # the shards' calls have the single path's types
 
 
 def test_restore_takes_a_tier_and_the_tiers_hand_over_through_snapshots(monkeypatch):
@@ -435,7 +435,7 @@ def test_a_failed_build_falls_back_to_generic_with_a_warning(monkeypatch):
 
 
 def test_generic_tier_never_builds(monkeypatch):
-    monkeypatch.setattr(stepgen, "Step", lambda prog: pytest.fail("generic must not build"))
+    monkeypatch.setattr(stepgen, "step", lambda prog: pytest.fail("generic must not build"))
     _, tiers = _run(cc.compile(P2), make_ticks(3000, symbols=4), "generic", 1000)
     assert set(tiers) == {"generic"}
 

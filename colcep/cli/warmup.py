@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
                        description="Compile colcep's kernels into this machine's cache (colcep.engine.kernel_cache) "
                                    "ahead of the first scan, independent groups in parallel processes; what is "
                                    "cached already is only loaded.")
-    w.add_argument("--groups", help="comma-separated kernel groups (default: all of cep,sql,windows)")
+    w.add_argument("--groups", help="comma-separated kernel groups (default: all of cep,cep-step,sql,windows)")
     w.add_argument("--processes", type=int, metavar="N", help="processes at once (default: the cores, one per group)")
 
 

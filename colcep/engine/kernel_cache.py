@@ -191,42 +191,48 @@ def install() -> bool:
 
 
 # ---------------------------------------------------------------------------- lock and counts
-_HELD = threading.RLock()  # this process's hold of the file lock: one thread at a time, re-entered
-_depth = [0]  # how deeply the holding thread has entered it
+_HELD: dict[str, threading.RLock] = {}  # per lock: this process's hold of its file, one thread at a time
+_depth: dict[str, int] = {}  # per lock: how deeply the holding thread has entered it
+_NAMES = threading.Lock()
 
 
 @contextlib.contextmanager
-def compile_lock() -> Iterator[None]:
-    """Hold the machine-wide lock for loading / compiling colcep's kernels (a file lock in
+def compile_lock(name: str = "compile") -> Iterator[None]:
+    """Hold a machine-wide lock for loading / compiling colcep's kernels (a file lock in
     :func:`cache_dir`, shared by every process of this user that uses that folder). A thread that
     holds it may take it again (a task's warm-up runs a matcher whose compiled step loads under
-    it): a second ``flock`` of the file in one process would wait for itself."""
-    with _HELD:
-        if _depth[0] > 0:
-            _depth[0] += 1
+    it): a second ``flock`` of the file in one process would wait for itself. ``"compile"`` is
+    the lock around all of them (Spark's executors); the step's driver and each step also
+    compile under a lock of their own (``colcep.engine.steps``), so that two processes compile
+    two of them at once, and never one twice."""
+    with _NAMES:
+        held = _HELD.setdefault(name, threading.RLock())
+    with held:
+        if _depth.get(name, 0) > 0:
+            _depth[name] += 1
             try:
                 yield
             finally:
-                _depth[0] -= 1
+                _depth[name] -= 1
             return
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
             yield
             return
-        path = os.path.join(cache_dir(), "compile.lock")
+        path = os.path.join(cache_dir(), f"{name}.lock")
         try:
             fh = open(path, "a")
         except OSError:
             uid = os.getuid() if hasattr(os, "getuid") else 0
-            fh = open(os.path.join(tempfile.gettempdir(), f"colcep-numba-{uid}.lock"), "a")
+            fh = open(os.path.join(tempfile.gettempdir(), f"colcep-numba-{uid}-{name}.lock"), "a")
         with fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
-            _depth[0] = 1
+            _depth[name] = 1
             try:
                 yield
             finally:
-                _depth[0] = 0
+                _depth[name] = 0
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
@@ -259,7 +265,7 @@ def kernels_cold() -> bool | None:
     try:
         from colcep.kernels import nfa
 
-        index = getattr(getattr(nfa.run_batch, "_cache", None), "_cache_file", None)  # numba's on-disk index
+        index = getattr(getattr(nfa._run_key, "_cache", None), "_cache_file", None)  # numba's on-disk index
         load = getattr(index, "_load_index", None)
         if load is None:
             return None

@@ -1,15 +1,15 @@
 """The compiled step (tier ``"compiled"``): each pattern's per-key step written as straight-line
 code, run by the one compiled driver.
 
-``kernels.nfa.run_batch`` steps every key of a call through ``_run_key``, which interprets the
+The generic tier steps every key of a call through ``kernels.nfa._run_key``, which interprets the
 automaton: a DFS over each state's edges read from tables, conditions through the bytecode VM,
 every child a new V slot and a copy. Here a pattern's per-key step is *generated*: a Python
 module whose ``run_key`` has ``_run_key``'s signature and protocol (the cursor, the statuses
 NEED_ROOM / NEED_OUT / OVER_CAPACITY / INTERRUPTED, the same room and bound checks, matches
 written through ``matches.flush_pending``), with one branch per state, its conditions inlined as
-expressions. ``kernels.nfa.run_batch_with`` is the
-driver: ``run_batch``'s body with the step as a first-class function, compiled once for every
-pattern (its one overload takes the function's type), so a pattern costs only its step's compile.
+expressions. ``kernels.nfa.run_batch`` is the driver of both tiers, the step a first-class
+function, compiled once for every pattern (``colcep.engine.steps``), so a pattern costs only
+its step's compile.
 
 The carried state between calls (runs, held matches, buffer, park) is the generic tier's, in the
 same layout, so a state moves between the tiers at any batch boundary, snapshots are the same,
@@ -41,13 +41,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-from functools import partial
 from types import ModuleType
-from typing import Any, Callable
 
 
 from colcep.engine import kernel_cache as cache
-from colcep.engine import codegen
+from colcep.engine import codegen, steps
 from colcep.engine.program import CompiledPattern
 from colcep.kernels import codes as kc
 from colcep.kernels import nfa as knfa
@@ -57,9 +55,6 @@ from colcep.kernels import vm as kvm
 GENERATOR_VERSION = 2  # bump when the generated code changes meaning
 MODULE_PREFIX = "colcep_step_"
 _SELF = hashlib.sha256(cache._read(__file__, globals().get("__loader__"))).digest()
-_SIGS: dict = {}  # module name -> {arg_key: signature}, for every Step of the module
-_FNS: dict = {}  # module name -> {signature: callable}
-_READY: dict = {}  # module name -> {arg_key: callable}
 
 
 # ----------------------------------------------------------------------------- what is generated
@@ -770,6 +765,13 @@ def module_name(src: str) -> str:
             f"{'' if codegen.JIT else '_py'}")
 
 
+def step(prog: CompiledPattern) -> steps.Step:
+    """``prog``'s compiled step, run by the one driver (its module loaded; compiled at the first
+    call of its arguments' types)."""
+    mod = load(prog)
+    return steps.Step(mod.run_key, mod.__name__, jit=codegen.JIT)
+
+
 def load(prog: CompiledPattern) -> ModuleType:
     """The compiled step's module for ``prog``'s shape (generated, written and imported once)."""
     src = generate(prog)
@@ -779,112 +781,3 @@ def load(prog: CompiledPattern) -> ModuleType:
     path = os.path.join(cache.cache_dir(), "step", name + ".py")
     return codegen.load_generated(name, path, lambda: src, codegen.JIT,
                              lambda folder: codegen.prune_stale(folder, MODULE_PREFIX, kernel_hash()))
-
-
-def step_type(args: tuple) -> Any:
-    """The Numba type of a per-key step called by ``run_batch_with`` for a ``run_batch`` call with
-    ``args`` (the groups ``kernels.nfa.work_groups`` makes, as ``_run_key`` takes them)."""
-    from numba import typeof, types
-
-    tables, opts, stop, batch, runs, held, start_dead, buf, park, out, nm, ne = args
-    mode, cap, W, done, aux, Q, E, S, cur, PK, P = knfa.work_groups(tables, opts, batch, runs, buf, park)
-    group = (tables, opts, mode, batch, stop, W, done, aux, Q, E, S, buf, out, cur, P, PK)
-    return types.int64(*(typeof(x) for x in group))
-
-
-class Step:
-    """A pattern's compiled step, as a ``run_batch`` for the tier to call: ``Step(prog)`` loads
-    the module; ``for_args(args)`` gives the callable for a call's arguments, compiling the step
-    and the driver for their types when new. ``signature(args)`` and ``build(sig)`` are its two
-    halves, so that the compile can run in another thread (``tier="auto"``): the signature is
-    read from the call's arguments in the caller's thread, the build needs only the signature."""
-
-    def __init__(self, prog: CompiledPattern):
-        self.mod = load(prog)
-        # shared by the Steps of one module (every matcher of the shape): a new matcher types
-        # its ~100 arrays once per process, not once per matcher (~20 ms)
-        self._sigs: dict = _SIGS.setdefault(self.mod.__name__, {})  # arg_key -> the signature
-        self._fns: dict = _FNS.setdefault(self.mod.__name__, {})  # signature -> the callable
-        self._ready: dict = _READY.setdefault(self.mod.__name__, {})  # arg_key -> the callable
-
-    def for_args(self, args: tuple) -> Callable[..., Any]:
-        fn = self.ready(args)
-        return fn if fn is not None else self.build(self.signature(args))
-
-    @property
-    def built(self) -> bool:
-        """Whether a callable was built for some signature."""
-        return bool(self._fns)
-
-    def ready(self, args: tuple) -> Callable[..., Any] | None:
-        """The callable for ``args`` if built, else None (nothing compiled)."""
-        key = codegen.arg_key(args)
-        fn = self._ready.get(key)
-        if fn is None:
-            fn = self._fns.get(self.signature(args))  # (hashes ~100 Numba types: once per key)
-            if fn is not None:
-                self._ready[key] = fn
-        return fn
-
-    def signature(self, args: tuple) -> Any:
-        """The step's and the driver's types for a call with ``args`` (None with ``JIT`` off)."""
-        key = codegen.arg_key(args)
-        if key not in self._sigs:
-            if not codegen.JIT:
-                self._sigs[key] = None
-            else:
-                from numba import types, typeof
-
-                step = step_type(args)
-                self._sigs[key] = (step, (types.FunctionType(step),) + tuple(typeof(a) for a in args))
-        return self._sigs[key]
-
-    def build(self, sig: Any) -> Callable[..., Any]:
-        """The callable for ``sig``: the step and the driver compiled for it (or loaded from the
-        disk cache); with ``JIT`` off the driver's body as Python calling the interpreted step."""
-        fn = self._fns.get(sig)
-        if fn is not None:
-            return fn
-        run_key = self.mod.run_key
-        if sig is None:
-            fn = partial(knfa._batch.py_func, run_key)
-        else:
-            step, driver_sig = sig
-            driver = knfa.run_batch_with
-            with cache.compile_lock():
-                if step.args not in run_key.overloads:
-                    run_key.compile(step.args)
-                try:
-                    if driver_sig not in driver.overloads:
-                        driver.disable_compile(False)
-                        driver.compile(driver_sig)
-                finally:
-                    # called with a step (a dispatcher), the driver must take it as a first-class
-                    # function through the overload above, not compile a copy for that one function
-                    driver.disable_compile(True)
-            # the overload's own entry (the arguments' types are the ones it was compiled for), so
-            # that no call resolves the types of ~100 arrays in Python again
-            fn = partial(driver.overloads[driver_sig].entry_point, _address(run_key, step))
-        self._fns[sig] = fn
-        return fn
-
-
-def _address(fn: Any, sig: Any) -> Any:
-    """``fn``'s compiled overload for ``sig`` as a first-class function value whose address is
-    looked up once (a dispatcher passed as it is is looked up, and the call's types resolved,
-    in Python at every call: ~1 ms with ``run_batch``'s arguments)."""
-    from numba.core.types.function_type import WrapperAddressProtocol
-    from numba.experimental.function_type import _get_wrapper_address
-
-    class Step(WrapperAddressProtocol):
-        def __init__(self) -> None:
-            self.fn = fn  # (keeps the compiled code alive)
-            self.addr = _get_wrapper_address(fn, sig)
-
-        def __wrapper_address__(self) -> int:
-            return self.addr
-
-        def signature(self) -> Any:
-            return sig
-
-    return Step()

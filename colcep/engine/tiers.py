@@ -1,12 +1,13 @@
 """Which step kernel a Matcher calls, batch by batch: :class:`Tier`.
 
-"generic" (always ``kernels.nfa.run_batch``, the interpreter), "compiled" (the per-key step
+"generic" (always ``kernels.nfa._run_key``, the interpreter), "compiled" (the per-key step
 ``colcep.engine.stepgen`` generates for the pattern's shape, built or loaded before the first
 batch) or "auto" (that step compiled in a background thread started at the first batch, the
 generic kernel running meanwhile; the Matcher switches at the first batch boundary after it is
 ready). A pattern the generator does not write (``stepgen.unsupported``: a too wide state) runs on the
 generic kernel in both. The tiers share the state layout, so a state moves between them at any
 batch boundary. A failed generation or compile falls back to the generic kernel with a warning.
+Both steps run through the one driver, ``kernels.nfa.run_batch`` (``colcep.engine.steps``).
 "specialised", the name of an earlier tier the compiled step replaced, is taken as "compiled".
 """
 from __future__ import annotations
@@ -15,10 +16,9 @@ import threading
 import warnings
 from typing import Any, Callable
 
-from colcep.engine import stepgen
+from colcep.engine import stepgen, steps
 from colcep.engine.program import CompiledPattern
 from colcep.errors import ColcepWarning, InputError
-from colcep.kernels import nfa as knfa
 
 TIERS = ("auto", "generic", "compiled")
 DEFAULT_TIER = "generic"
@@ -44,7 +44,7 @@ class Tier:
             warnings.warn(f"colcep: the compiled step does not generate {why} yet; the generic kernel runs this "
                           "pattern", ColcepWarning, stacklevel=3)
         self._failed = self.requested == "generic" or why is not None
-        self._step: Any = None  # the pattern's stepgen.Step
+        self._step: Any = None  # the pattern's compiled step (a steps.Step)
         self._thread: threading.Thread | None = None  # "auto": the compile in the background
         self._last: str | None = None
         self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
@@ -67,7 +67,7 @@ class Tier:
             with self._lock:
                 try:
                     if self._step is None:
-                        self._step = stepgen.Step(self.prog)
+                        self._step = stepgen.step(self.prog)
                     if self.requested == "compiled":
                         fn = self._step.for_args(args)
                     else:
@@ -78,7 +78,7 @@ class Tier:
                     self._fail(exc)
                     fn = None
         self._last = "generic" if fn is None else "compiled"
-        return knfa.run_batch if fn is None else fn
+        return steps.generic().for_args(args) if fn is None else fn
 
     def _start(self, sig: Any) -> None:
         """"auto": compile for ``sig`` in a background thread, unless one is compiling."""

@@ -1,9 +1,11 @@
 """Compile colcep's kernels ahead of the first scan, its subsystems in parallel processes.
 
 A kernel compiles the first time a process on this machine calls it and is then cached on disk
-(:mod:`colcep.engine.kernel_cache`). The CEP engine's step is the largest (one chain of calls Numba compiles
-one function at a time); the standard SQL mode's row-pattern search, the window and trigger
-kernels are independent of it, so on a machine with two or more cores they compile beside it.
+(:mod:`colcep.engine.kernel_cache`). The CEP engine's generic step and its driver are the largest
+(each one chain of calls Numba compiles one function at a time); they compile in two processes
+at once (``"cep-step"`` and ``"cep"``, :mod:`colcep.engine.steps`), and the standard SQL mode's
+row-pattern search, the window and trigger kernels are independent of them, so on a machine
+with more cores they compile beside them.
 Each group runs small scans that call its kernels with the argument types real scans use; what
 is already cached is only loaded. ``colcep warmup`` runs this (images, cluster init scripts,
 CI before a test run).
@@ -37,6 +39,17 @@ def _cep() -> None:
     cc.match_many(t, {k: BENCHMARK_PATTERNS[k] for k in ("P1", "P3", "P5")}, key="name", time="ts")
 
 
+def _generic_step() -> None:
+    """The generic tier's step (``kernels.nfa._run_key``, the largest compile) before the driver,
+    while the "cep" group's process compiles the driver first (``colcep.engine.steps``)."""
+    import colcep as cc
+    from colcep.engine import steps
+    from colcep.tools.examples import BENCHMARK_PATTERNS
+
+    steps.STEP_FIRST = True
+    cc.match(_ticks(), BENCHMARK_PATTERNS["P2"], key="name", time="ts")
+
+
 def _sql() -> None:
     import colcep as cc
 
@@ -59,14 +72,16 @@ def _windows() -> None:
 
 
 #: The groups of kernels, largest first: name -> a function that calls them.
-GROUPS: dict[str, Callable[[], None]] = {"cep": _cep, "sql": _sql, "windows": _windows}
+GROUPS: dict[str, Callable[[], None]] = {"cep": _cep, "cep-step": _generic_step, "sql": _sql, "windows": _windows}
 
 
 def warm_group(name: str) -> tuple[str, float, int]:
     """Run one group's scans in this process: (name, seconds, kernels compiled here)."""
     from colcep.engine import kernel_cache as cache
+    from colcep.engine import steps
 
     cache.notice = False
+    steps.BESIDE = False  # (the groups are the processes)
     t0 = time.perf_counter()
     GROUPS[name]()
     return name, time.perf_counter() - t0, cache.kernel_compiles()
