@@ -155,13 +155,9 @@ def compile_beside() -> subprocess.Popen | None:
     then waits for the step's lock and loads it (a failed child leaves it to this process).
     The child is a fresh interpreter (not ``multiprocessing``, which would import the caller's
     script again); none in frozen applications."""
-    from colcep.engine.kernel_cache import kernels_cold
-
-    if (os.cpu_count() or 1) < 2 or getattr(sys, "frozen", False) or not kernels_cold():
+    if (os.cpu_count() or 1) < 2 or getattr(sys, "frozen", False) or not cache.kernels_cold():
         return None
-    import colcep
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(colcep.__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (colcep's parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
     try:
         child = subprocess.Popen([sys.executable, "-m", "colcep.cli", "warmup", "--groups", "cep-step",
