@@ -25,7 +25,7 @@ from colcep.engine import codegen
 from colcep.engine import kernel_cache as cache
 from colcep.kernels import nfa as knfa
 
-__all__ = ["Step", "generic", "step_type"]
+__all__ = ["Step", "compile_beside", "generic", "step_type"]
 
 _SIGS: dict = {}  # step name -> {arg_key: signature}, shared by every Step of the name
 _FNS: dict = {}  # step name -> {signature: callable}
