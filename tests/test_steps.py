@@ -34,9 +34,18 @@ def test_a_cold_step_compiles_in_a_second_process_where_there_is_a_second_core(m
     here = os.path.dirname(os.path.dirname(os.path.abspath(cc.__file__)))
     assert kw["env"]["PYTHONPATH"].split(os.pathsep)[0] == here
     assert kw["stdout"] == kw["stderr"] == kw["stdin"] == subprocess.DEVNULL
-    # one core, or the step already cached on this machine: no child
+    # one core, the step already cached on this machine, or coldness that cannot be told: no child
     assert _beside(monkeypatch, 1, True) is None and _beside(monkeypatch, 4, False) is None
+    assert _beside(monkeypatch, 4, None) is None
     assert _Popen.calls == []
+
+
+def test_only_the_generic_step_compiles_beside():
+    from colcep.engine import stepgen
+    from colcep.tools.examples import BENCHMARK_PATTERNS
+
+    assert steps.generic().beside
+    assert not stepgen.step(cc.compile(BENCHMARK_PATTERNS["P1"])).beside
 
 
 def test_the_child_command_runs_the_step_group():

@@ -261,7 +261,8 @@ _checked = False
 
 def kernels_cold() -> bool | None:
     """Whether the step kernel will compile (no valid on-disk cache on this machine) rather than
-    load; None when that cannot be told."""
+    load; None when that cannot be told (a guess: for the notice, and whether the step compiles
+    in a child process, ``colcep.engine.steps.compile_beside``)."""
     try:
         from colcep.kernels import nfa
 
@@ -270,7 +271,7 @@ def kernels_cold() -> bool | None:
         if load is None:
             return None
         return not bool(load())
-    except Exception:  # noqa: BLE001 - a guess for a message, never a failure
+    except Exception:  # noqa: BLE001 - a guess, never a failure
         return None
 
 

@@ -61,10 +61,11 @@ class Step:
     the build needs only it. With ``jit`` off the driver's body runs as Python calling the
     step as Python (tests, debugging)."""
 
-    def __init__(self, run_key: Any, name: str, jit: bool = True):
+    def __init__(self, run_key: Any, name: str, jit: bool = True, beside: bool = False):
         self.run_key = run_key
         self.name = name
         self.jit = jit
+        self.beside = beside  # a cold step compiles in a child process (compile_beside)
         # shared by the Steps of one name (every matcher of the shape): a new matcher types its
         # ~100 arrays once per process, not once per matcher (~20 ms)
         self._sigs: dict = _SIGS.setdefault(name, {})  # arg_key -> the signature
@@ -120,32 +121,37 @@ class Step:
             fn = partial(knfa.run_batch.py_func, self.run_key)
         else:
             step, driver_sig = sig
-            driver = knfa.run_batch
-            if self.name == "generic" and BESIDE and not STEP_FIRST and step.args not in self.run_key.overloads:
+            if self.beside and BESIDE and not STEP_FIRST and step.args not in self.run_key.overloads:
                 compile_beside()
-            if STEP_FIRST:
-                self.compile_step(sig)
-            with cache.compile_lock("driver"):
-                try:
-                    if driver_sig not in driver.overloads:
-                        driver.disable_compile(False)
-                        driver.compile(driver_sig)
-                finally:
-                    # called with a step (a dispatcher), the driver must take it as a first-class
-                    # function through the overload above, not compile a copy for that one function
-                    driver.disable_compile(True)
-            self.compile_step(sig)
+            parts = [partial(_compile_driver, driver_sig), partial(self.compile_step, sig)]
+            for part in parts[::-1] if STEP_FIRST else parts:
+                part()
             # the overload's own entry (the arguments' types are the ones it was compiled for), so
             # that no call resolves the types of ~100 arrays in Python again
-            fn = partial(driver.overloads[driver_sig].entry_point, _address(self.run_key, step))
+            fn = partial(knfa.run_batch.overloads[driver_sig].entry_point, _address(self.run_key, step))
         self._fns[sig] = fn
         return fn
 
 
+def _compile_driver(sig: Any) -> None:
+    """The driver compiled (or loaded) for ``sig``, under its own lock."""
+    driver = knfa.run_batch
+    with cache.compile_lock("driver"):
+        try:
+            if sig not in driver.overloads:
+                driver.disable_compile(False)
+                driver.compile(sig)
+        finally:
+            # called with a step (a dispatcher), the driver must take it as a first-class
+            # function through the overload above, not compile a copy for that one function
+            driver.disable_compile(True)
+
+
 def generic() -> Step:
-    """The generic tier's step: the interpreter ``kernels.nfa._run_key`` (always compiled)."""
+    """The generic tier's step: the interpreter ``kernels.nfa._run_key`` (always compiled; when
+    cold, beside the driver in a child process)."""
     if not _GENERIC:
-        _GENERIC.append(Step(knfa._run_key, "generic"))
+        _GENERIC.append(Step(knfa._run_key, "generic", beside=True))
     return _GENERIC[0]
 
 
@@ -155,8 +161,8 @@ def compile_beside() -> subprocess.Popen | None:
     then waits for the step's lock and loads it (a failed child leaves it to this process).
     The child is a fresh interpreter (not ``multiprocessing``, which would import the caller's
     script again); none in frozen applications."""
-    if (os.cpu_count() or 1) < 2 or getattr(sys, "frozen", False) or not cache.kernels_cold():
-        return None
+    if (os.cpu_count() or 1) < 2 or getattr(sys, "frozen", False) or cache.kernels_cold() is not True:
+        return None  # (cold is a guess: None when it cannot be told, then no child)
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (colcep's parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
     try:
