@@ -3,6 +3,7 @@
 #   make test                      set up and run the test suite (TEST_WORKERS=1 for one process)
 #   make example NAME=paper_query3 run one of examples/ (ARGS="--spark --events 100000" passes options)
 #   make dist                      dist/colcep-<version>.zip, to ship colcep to Spark executors (--py-files)
+#   make kernels                   the kernels compiled for any CPU into colcep/prebuilt/ (after editing a kernel)
 #   make docs                      the documentation site from docs/ into site/ (strict: a broken link fails it)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,6 +13,9 @@ PY      = $(VENV)/bin/python
 # --compile-bytecode: pip writes every module's .pyc at install, uv only when asked; without them
 # (and PYTHONDONTWRITEBYTECODE set, as here) every process imports numpy, pandas, pyarrow, numba and
 # pyspark from source: colcep's import took 1.37 s instead of 0.57, the test run ~4 min longer.
+# The Numba that colcep/prebuilt/'s kernels were compiled with (make kernels): set up with it, a
+# fresh machine loads them instead of compiling them for a minute and a half (colcep.engine.shipped)
+NUMBA_SHIPPED := $(shell ls colcep/prebuilt 2>/dev/null | sed -n 's/^numba\([0-9.]*\)-.*/\1/p' | head -n 1)
 # Test processes (pytest-xdist): one per core by default
 TEST_WORKERS ?= auto
 EXAMPLES = $(filter-out _%,$(basename $(notdir $(wildcard examples/*.py))))
@@ -20,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 	@echo "make: setting up $(VENV) (numpy, numba, pyarrow, pyspark, matplotlib, test tools; a minute or two the first time) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv
-	$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY) -e ".[dev]"
+	$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY) -e ".[dev]" $(if $(NUMBA_SHIPPED),"numba==$(NUMBA_SHIPPED)")
 	@echo "make: $(VENV) is ready (activate it with: source $(VENV)/bin/activate)"
 	touch $@
 
@@ -31,7 +35,7 @@ $(VENV)/.docs-installed: pyproject.toml | $(VENV)/.installed
 	$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY) -e ".[docs]"
 	touch $@
 
-.PHONY: setup test scan example bench dist docs clean
+.PHONY: setup test scan example bench dist kernels docs clean
 setup: $(VENV)/.installed
 
 test: $(VENV)/.installed
@@ -49,7 +53,11 @@ bench: $(VENV)/.installed
 	$(PY) asv_bench/table.py
 
 dist: $(VENV)/.installed
+	$(PY) -m colcep.tools.prebuild --check || $(PY) -m colcep.tools.prebuild
 	$(PY) -m colcep.spark.ship dist
+
+kernels: $(VENV)/.installed
+	$(PY) -m colcep.tools.prebuild
 
 docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

@@ -1,8 +1,10 @@
 """colcep: complex event processing with Flink CEP's semantics on columnar data."""
 from colcep.version import __version__  # noqa: F401
 from colcep.engine import kernel_cache as _kernel_cache
+from colcep.engine import shipped as _shipped
 
-_kernel_cache.install()  # first: the kernel modules imported below are cached in colcep's own folder
+_kernel_cache.install()  # first: the kernel modules imported below are cached in colcep's own folder,
+_shipped.install()  # or loaded from the build colcep ships compiled
 from colcep.errors import (CapacityError, ColcepError, ColcepWarning, InputError, PatternError, SnapshotError,
                      WindowSpecError)
 from colcep.expr import Expr, avg, col, count, first, last, lit, max, min, prev, rolling, sum

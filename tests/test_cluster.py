@@ -11,8 +11,10 @@ is not there). Each application is a driver process of its own (``python job.py`
   and checks that the executors now import it from that zip, under the worker's folder,
 - runs ``colcep.spark.match`` for two patterns and compares with in-process ``colcep.match``.
 
-Two applications run one after the other: the second must find every kernel in the machine's
-cache although its zip lands at another path (the application id is in it): no compile at all.
+The worker starts with an empty kernel cache (``COLCEP_CACHE_DIR``). Two applications run one
+after the other: the first loads the kernels shipped compiled in the zip (colcep.engine.shipped,
+unpacked once into that cache folder), the second finds them there although its zip lands at
+another path (the application id is in it): no compile at all.
 """
 import json
 import os
@@ -155,15 +157,19 @@ def executor_python(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A standalone master and worker on 127.0.0.1; yields (master URL, the worker's folder)."""
+    """A standalone master and worker on 127.0.0.1, the worker's kernel cache empty; yields (master
+    URL, the worker's folder, its kernel cache folder)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.fail("Java 17 is needed for Spark (java on PATH or JAVA_HOME)")
     root = tmp_path_factory.mktemp("standalone")
     home = _spark_home()
     work = root / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    env.update(SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root), SPARK_WORKER_DIR=str(work),
+    kernels = root / "executor-cache"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "COLCEP_SHIPPED_KERNELS")}
+    env.update(COLCEP_CACHE_DIR=str(kernels), SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(root),
+               SPARK_WORKER_DIR=str(work),
                SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_JAVA_OPTS=JAVA_OPTIONS)
     spark_class = os.path.join(home, "bin", "spark-class")
     port = _free_port()
@@ -186,7 +192,7 @@ def cluster(tmp_path_factory):
                              "--cores", "2", "--memory", "2g", "--work-dir", str(work),
                              "--webui-port", str(_free_port()), url)
         _wait_for(wlog, "Successfully registered with master", worker, 90)
-        yield url, work
+        yield url, work, kernels
     finally:
         for p in reversed(procs):
             _stop(p)
@@ -211,7 +217,9 @@ def test_match_on_standalone_cluster_with_shipped_zip(cluster, executor_python, 
     from colcep.spark.ship import build_zip, zip_name
     from colcep.tools.ticks import write_ticks
 
-    url, work = cluster
+    from colcep.engine import shipped
+
+    url, work, kernels = cluster
     zip_path = build_zip(tmp_path / "dist")  # what make dist writes
     assert os.path.basename(zip_path) == zip_name()
     data = str(tmp_path / "ticks.parquet")
@@ -240,8 +248,11 @@ def test_match_on_standalone_cluster_with_shipped_zip(cluster, executor_python, 
         # each application's fresh worker processes warm the pattern up (load) once per process
         assert apps[0]["runs"][0]["metrics"]["warm_workers"] >= 1
     # one cache folder for both applications, although the zip's path differs (application id)
-    dirs = {r["cache_dir"] for app in apps for r in app["after"]}
-    assert len(dirs) == 1 and "colcep" in dirs.pop()
+    assert {r["cache_dir"] for app in apps for r in app["after"]} == {str(kernels)}
     assert apps[0]["after"][0]["colcep"] != apps[1]["after"][0]["colcep"]
     # the second application compiles nothing: every kernel comes from the machine's cache
     assert [run["metrics"]["compiles"] for run in apps[1]["runs"]] == [0, 0], apps[1]["runs"]
+    if shipped.folder() is not None:  # the zip carries a build for this Numba and Python (make setup's)
+        # the first application compiles nothing either: it loads the zip's build, unpacked into the cache
+        assert [run["metrics"]["compiles"] for run in apps[0]["runs"]] == [0, 0], apps[0]["runs"]
+        assert all(r["shipped"].startswith(str(kernels / "prebuilt" / shipped.TAG)) for r in apps[0]["after"])

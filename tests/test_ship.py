@@ -19,6 +19,7 @@ import pytest
 import colcep
 import colcep.kernels
 from colcep.engine import kernel_cache as cache
+from colcep.engine import shipped
 from colcep.spark.ship import build_zip, zip_name
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,6 +35,8 @@ def test_zip_holds_the_whole_package_and_is_reproducible(tmp_path):
     top = Path(colcep.__path__[0])
     want = {f"colcep/{p.relative_to(top).as_posix()}" for p in top.rglob("*.py") if "kernels" not in p.parts} | \
            {f"colcep/kernels/{p.name}" for p in Path(colcep.kernels.__path__[0]).glob("*.py")}
+    build = Path(shipped.root()) / shipped.TAG  # the kernels compiled for any CPU, for this Numba and Python only
+    want |= {f"colcep/prebuilt/{shipped.TAG}/{p.name}" for p in build.glob("*")}
     assert names == want
     assert {"colcep/__init__.py", "colcep/engine/kernel_cache.py", "colcep/spark/ship.py", "colcep/engine/matcher.py",
             "colcep/lang/sql/query.py", "colcep/kernels/__init__.py", "colcep/kernels/nfa.py"} <= names
@@ -70,6 +73,7 @@ import numpy as np
 import colcep
 from colcep.kernels import arrays
 from colcep.engine import kernel_cache as cache
+from colcep.engine import shipped
 order, ptr = arrays.group_by_key(np.array([1, 0, 1, 2], np.int64), 3)
 st = arrays.group_by_key.stats
 print(json.dumps({"colcep": colcep.__file__, "order": order.tolist(), "cache_path": st.cache_path,
@@ -89,6 +93,7 @@ def test_zip_imports_without_colcep_installed_and_caches_kernels_by_machine_not_
     second = build_zip(tmp_path / "app-2" / "deeper" / "files")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
     env["COLCEP_CACHE_DIR"] = str(tmp_path / "cache")
+    env["COLCEP_SHIPPED_KERNELS"] = "0"  # (the kernels compiled here; the zip's own build: the next test)
     a = _probe(first, tmp_path, env)
     b = _probe(second, tmp_path, env)
     assert a["colcep"] == f"{first}/colcep/__init__.py" and b["colcep"] == f"{second}/colcep/__init__.py"
@@ -100,6 +105,26 @@ def test_zip_imports_without_colcep_installed_and_caches_kernels_by_machine_not_
     assert b["misses"] == 0 and b["hits"] == 1 and b["compiles"] == 0
     # Numba's own zip locator would have put them under a hash of each zip's path
     assert not (tmp_path / "app-1").joinpath("__pycache__").exists()
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(shipped.root(), shipped.TAG)),
+                    reason="colcep ships no build for this Numba and Python (make setup installs the one it does)")
+def test_zip_carries_the_kernels_compiled_for_any_cpu(tmp_path):
+    """An executor with an empty cache loads the kernels from the zip's build (unpacked once into
+    its cache folder), compiling none."""
+    zp = build_zip(tmp_path / "files")
+    with zipfile.ZipFile(zp) as z:
+        names = [n for n in z.namelist() if n.startswith(f"colcep/prebuilt/{shipped.TAG}/")]
+    assert sorted(n.rsplit("/", 1)[1] for n in names) == sorted(os.listdir(os.path.join(shipped.root(), shipped.TAG)))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR", "COLCEP_SHIPPED_KERNELS")}
+    env["COLCEP_CACHE_DIR"] = str(tmp_path / "cache")
+    for _ in range(2):  # the second process finds the build unpacked
+        a = _probe(zp, tmp_path, env)
+        assert a["order"] == [1, 0, 2, 3]
+        assert a["misses"] == 0 and a["hits"] == 1 and a["compiles"] == 0
+    unpacked = os.listdir(tmp_path / "cache" / "prebuilt")
+    assert len(unpacked) == 1 and unpacked[0].startswith(shipped.TAG)
+    assert not os.listdir(tmp_path / "cache" / "kernels")  # nothing compiled into the machine's cache
 
 
 def test_cache_folder_follows_the_environment(tmp_path):

@@ -29,9 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from colcep.engine import kernel_cache as cache
 from colcep.engine.kernel_cache import kernels_cold
@@ -269,47 +267,23 @@ def _default_seq(schema: pa.Schema, job: ScanJob) -> str | None:
 
 
 def _spec_and_kernels(job: ScanJob, data, seq: str | None):
-    """Validate the job against the input's schema and get the kernels ready: ``arrow_spec``
-    loads (or compiles) the step kernel, then some 33,000 input rows run through a throw-away
-    stream so that every kernel specialisation a scan calls is compiled here, in the step that
-    says so, and not in the middle of the scan (or in every Spark worker). Returns the task
-    spec, or with several patterns the spec of each by name."""
-    from colcep.engine.ordering import StreamOrder, key_time_order
-    from colcep.spark import ROW_COL, KeyedStream, arrow_spec
-    from colcep.spark.batch import Streams
+    """Validate the job against the input's schema and get the kernels ready (``arrow_spec``
+    loads or compiles the step kernel, ``warm_kernels`` every other a scan calls), here, in the
+    step that says so, and not in the middle of the scan (or in every Spark worker). Returns the
+    task spec, or with several patterns the spec of each by name."""
+    from colcep.spark import arrow_spec
+    from colcep.tools.file_scan import warm_kernels
 
     specs = {name: arrow_spec(data.schema, p, job.key, job.time, job.columns, seq=seq, timeouts=job.timeouts,
                               **_spec_kwargs(job)) for name, p in job.named_patterns().items()}
     if job.patterns and PATTERN_COL in next(iter(specs.values())).columns:
         raise InputError(f"the output column {PATTERN_COL!r} names each row's pattern; rename the input's "
                          f"{PATTERN_COL!r} column or leave it out of --columns")
-    spec = next(iter(specs.values()))
     try:
-        from colcep.engine import matcher
-
-        # more rows than one kernel call takes: a batch split into calls passes its column
-        # matrices as slices (another Numba specialisation than a whole small batch)
-        rows = 2 * int(getattr(matcher, "CHUNK_ROWS", 1 << 14)) + 1
-        sample = data.head(rows, columns=_read_columns(specs))
-        if seq is None:
-            sample = sample.append_column(ROW_COL, pa.array(np.arange(sample.num_rows, dtype=np.int64)))
-        sample = sample.drop_null()
-        sort = [(c, "ascending") for c in (job.key, job.time, spec.row) if c is not None]
-        sample = sample.take(pc.sort_indices(sample, sort_keys=sort))
-        StreamOrder(spec.key, spec.time, spec.row).check(sample)  # the order check's and the order's kernels
-        key_time_order(sample, spec.key, spec.time, spec.row)
-        for part in (sample, sample.slice(0, 1000)):  # split into kernel calls, and one call
-            for one in specs.values():
-                stream = KeyedStream(one)
-                stream.feed(part)
-                stream.finish()
-            if len(specs) > 1:
-                streams = Streams(specs, grouped=False)
-                streams.feed(part)
-                streams.finish()
+        warm_kernels(specs, data, _read_columns(specs))
     except ColcepError:
         pass  # the scan itself reports what is wrong with the input, with the row
-    return specs if job.patterns else spec
+    return specs if job.patterns else next(iter(specs.values()))
 
 
 def _read_columns(specs: dict) -> list[str]:

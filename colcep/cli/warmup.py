@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
                                    "cached already is only loaded.")
     w.add_argument("--groups", help="comma-separated kernel groups (default: all of cep,cep-step,sql,windows)")
     w.add_argument("--processes", type=int, metavar="N", help="processes at once (default: the cores, one per group)")
+    w.add_argument("--host-tuned", action="store_true",
+                   help="compile for this machine's CPU even the kernels colcep ships compiled for any CPU of its "
+                        "kind (a few percent faster on some patterns; ~90 s on 2 cores)")
 
 
 def run(a: argparse.Namespace) -> int:
@@ -27,6 +30,6 @@ def run(a: argparse.Namespace) -> int:
         raise InputError(f"--processes must be at least 1, got {a.processes}")
     t0 = time.perf_counter()
     groups = [g for g in a.groups.split(",") if g] if a.groups else None
-    warmup(groups, a.processes, report=lambda line: print(f"colcep warmup: {line}", flush=True))
+    warmup(groups, a.processes, report=lambda line: print(f"colcep warmup: {line}", flush=True), host_tuned=a.host_tuned)
     print(f"colcep warmup: kernels ready in {cache.cache_dir()} ({time.perf_counter() - t0:.1f} s)")
     return 0

@@ -24,6 +24,8 @@ engine's compiled step (:mod:`colcep.engine.stepgen`) is cached in the same fold
 that Spark workers and drivers take around loading / compiling the kernels, so that one
 process of a machine compiles and the others wait, then load.
 
+Where this machine's cache has no build of a kernel, the build colcep ships compiled for any CPU
+of the platform is loaded (:mod:`colcep.engine.shipped`, installed beside this module's locator).
 Nothing here changes how Numba caches any code other than colcep's kernels. The kernels do not
 import this module (they import nothing from colcep): ``colcep/__init__.py`` calls :func:`install`
 before anything imports a kernel module.
@@ -266,11 +268,12 @@ def kernels_cold() -> bool | None:
     try:
         from colcep.kernels import nfa
 
-        index = getattr(getattr(nfa._run_key, "_cache", None), "_cache_file", None)  # numba's on-disk index
-        load = getattr(index, "_load_index", None)
+        kernel = getattr(nfa._run_key, "_cache", None)
+        load = getattr(getattr(kernel, "_cache_file", None), "_load_index", None)  # numba's on-disk index
         if load is None:
             return None
-        return not bool(load())
+        shipped = getattr(kernel, "shipped_index", dict)  # colcep's shipped build (colcep.engine.shipped)
+        return not (load() or shipped())
     except Exception:  # noqa: BLE001 - a guess, never a failure
         return None
 

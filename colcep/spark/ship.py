@@ -1,7 +1,8 @@
 """Ship colcep to Spark executors that do not have it installed.
 
-colcep is pure Python (its Numba kernels compile on the machine that runs them), so a zip of
-the package is all an executor needs beside its dependencies (numpy, numba, pyarrow, lark,
+colcep is pure Python, its Numba kernels shipped compiled for any CPU of the platform
+(:mod:`colcep.engine.shipped`; compiled on the machine that runs them where they do not match
+its Numba and Python), so a zip of the package is all an executor needs beside its dependencies (numpy, numba, pyarrow, lark,
 sqlglot; pandas is only needed on the driver). PySpark puts ``.zip``, ``.egg`` and ``.jar``
 files given to ``--py-files`` / ``spark.submit.pyFiles`` / ``SparkContext.addPyFile`` on the
 executors' ``sys.path``; a wheel (``.whl``) is not put there, although it is a zip.
@@ -29,6 +30,7 @@ import zipfile
 from typing import TYPE_CHECKING, Any
 
 from colcep import kernels
+from colcep.engine import shipped
 from colcep.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,7 +53,8 @@ def zip_name() -> str:
 
 def _package_files() -> list[tuple[str, str]]:
     """(path on disk, name in the zip) of every source file of colcep, its subpackages and
-    colcep.kernels (which a source tree keeps in its own top-level folder)."""
+    colcep.kernels (which a source tree keeps in its own top-level folder), and the kernels
+    compiled for any CPU (``colcep.engine.shipped``) for this Numba, Python and platform."""
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # colcep/, this file is colcep/spark/ship.py
     out = []
     for folder, arc in ((top, "colcep"), (list(kernels.__path__)[0], "colcep/kernels")):
@@ -65,6 +68,9 @@ def _package_files() -> list[tuple[str, str]]:
             for name in sorted(files):
                 if name.endswith(".py") or name == "py.typed":
                     out.append((os.path.join(sub, name), "/".join(p for p in (arc, rel, name) if p != ".")))
+    build = os.path.join(shipped.root(), shipped.TAG)  # the kernels compiled for any CPU, for this Numba and Python
+    if os.path.isdir(build):
+        out += [(os.path.join(build, name), f"colcep/prebuilt/{shipped.TAG}/{name}") for name in sorted(os.listdir(build))]
     return out
 
 
@@ -125,8 +131,10 @@ def executor_report(spark: "SparkSession", tasks: int | None = None) -> list[dic
             import colcep.engine.kernel_cache
             import numba
 
+            import colcep.engine.shipped
+
             info.update(colcep=_os.path.abspath(colcep.__file__), version=colcep.__version__, numba=numba.__version__,
-                        cache_dir=colcep.engine.kernel_cache.cache_dir())
+                        cache_dir=colcep.engine.kernel_cache.cache_dir(), shipped=colcep.engine.shipped.folder())
         except ImportError as exc:
             info["error"] = repr(exc)
         return [info]

@@ -160,6 +160,38 @@ def _finish(streams: Streams, write: Callable[[pa.Table], None], res: FileScan) 
     _write(outs, write, res)
 
 
+def warm_kernels(specs: "Mapping[str, _Spec]", data: Any, columns: list[str]) -> None:
+    """Call every kernel specialisation a scan of ``specs`` (by name) calls, on the first rows of
+    ``data`` (a ``pyarrow.dataset.Dataset``; ``columns``: those the scan reads): some 33,000 rows,
+    ordered, through a throw-away stream of each pattern (and of all of them together), whole
+    and as one small call. Raises the input's ``ColcepError`` where the rows are bad."""
+    import pyarrow.compute as pc
+
+    from colcep.engine import matcher
+    from colcep.spark import KeyedStream
+
+    spec = next(iter(specs.values()))
+    # more rows than one kernel call takes: a batch split into calls passes its column
+    # matrices as slices (another Numba specialisation than a whole small batch)
+    sample = data.head(2 * int(getattr(matcher, "CHUNK_ROWS", 1 << 14)) + 1, columns=columns)
+    if spec.row not in sample.column_names:
+        sample = sample.append_column(ROW_COL, pa.array(np.arange(sample.num_rows, dtype=np.int64)))
+    sample = sample.drop_null()
+    keys = [spec.key] if isinstance(spec.key, str) else list(spec.key or [])
+    sample = sample.take(pc.sort_indices(sample, sort_keys=[(c, "ascending") for c in (*keys, spec.time, spec.row)]))
+    StreamOrder(spec.key, spec.time, spec.row).check(sample)  # the order check's and the order's kernels
+    key_time_order(sample, spec.key, spec.time, spec.row)
+    for part in (sample, sample.slice(0, 1000)):  # split into kernel calls, and one call
+        for one in specs.values():
+            stream = KeyedStream(one)
+            stream.feed(part)
+            stream.finish()
+        if len(specs) > 1:
+            streams = Streams(specs, grouped=False)
+            streams.feed(part)
+            streams.finish()
+
+
 def parquet_batches(paths: Any, key_columns: list[str], columns: list[str], batch_rows: int,
                     partitioning: Any = "hive", ahead: int = 2) -> Iterator[pa.RecordBatch]:
     """The ``columns`` of Parquet ``paths`` in batches of at most ``batch_rows`` rows, in file

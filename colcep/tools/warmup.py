@@ -37,6 +37,32 @@ def _cep() -> None:
     cc.match(t, BENCHMARK_PATTERNS["P2"], key="name", time="ts", timeouts=True)
     cc.match(t, rise, key="name", time="ts")
     cc.match_many(t, {k: BENCHMARK_PATTERNS[k] for k in ("P1", "P3", "P5")}, key="name", time="ts")
+    _file_scan()
+
+
+def _file_scan() -> None:
+    """An in-process scan of a small Parquet file as ``colcep scan --in-process`` runs it: its
+    kernels' warm-up, its streamed reading with dictionary keys, keys spread over two threads."""
+    import tempfile
+
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from colcep.spark.batch import ROW_COL, arrow_spec
+    from colcep.engine.shards import PARALLEL_MIN_ROWS
+    from colcep.tools.examples import BENCHMARK_PATTERNS
+    from colcep.tools.file_scan import parquet_batches, scan_batches, warm_kernels
+    from colcep.tools.ticks import make_ticks
+
+    with tempfile.TemporaryDirectory(prefix="colcep-warmup-") as tmp:
+        path = os.path.join(tmp, "ticks.parquet")
+        pq.write_table(make_ticks(PARALLEL_MIN_ROWS + 1000, 8, 1), path)
+        data = ds.dataset(path)
+        spec = arrow_spec(data.schema, BENCHMARK_PATTERNS["P3"], "name", "ts", [])
+        need = [c for c in spec.in_schema.names if c != ROW_COL]
+        warm_kernels({"P3": spec}, data, need)  # what colcep scan calls before it scans
+        scan_batches(spec, lambda: parquet_batches(path, spec.key_columns, need, 1 << 20),
+                     lambda: data.to_table(columns=need), lambda out: None, lambda disorder: None, threads=2)
 
 
 def _generic_step() -> None:
@@ -75,12 +101,15 @@ def _windows() -> None:
 GROUPS: dict[str, Callable[[], None]] = {"cep": _cep, "cep-step": _generic_step, "sql": _sql, "windows": _windows}
 
 
-def warm_group(name: str) -> tuple[str, float, int]:
-    """Run one group's scans in this process: (name, seconds, kernels compiled here)."""
+def warm_group(name: str, host_tuned: bool = False) -> tuple[str, float, int]:
+    """Run one group's scans in this process: (name, seconds, kernels compiled here); with
+    ``host_tuned``, kernels compiled for this machine even where colcep ships them compiled."""
     from colcep.engine import kernel_cache as cache
-    from colcep.engine import steps
+    from colcep.engine import shipped, steps
 
     cache.notice = False
+    if host_tuned:
+        shipped.use = False
     steps.BESIDE = False  # (the groups are the processes)
     t0 = time.perf_counter()
     GROUPS[name]()
@@ -88,10 +117,12 @@ def warm_group(name: str) -> tuple[str, float, int]:
 
 
 def warmup(groups: Sequence[str] | None = None, processes: int | None = None,
-           report: Callable[[str], None] | None = None) -> dict[str, tuple[float, int]]:
+           report: Callable[[str], None] | None = None, host_tuned: bool = False) -> dict[str, tuple[float, int]]:
     """Compile (or load) the kernels of ``groups`` (default: all of :data:`GROUPS`), in up to
     ``processes`` fresh processes at once (default: the cores, at most one per group); returns
-    name -> (seconds, kernels compiled). ``report`` gets a line as each group finishes."""
+    name -> (seconds, kernels compiled). ``report`` gets a line as each group finishes. Kernels
+    colcep ships compiled (:mod:`colcep.engine.shipped`) are loaded, not compiled, unless
+    ``host_tuned``: then every kernel not yet in this machine's cache compiles for its CPU."""
     names = list(GROUPS) if groups is None else list(groups)
     unknown = [n for n in names if n not in GROUPS]
     if unknown:
@@ -102,7 +133,7 @@ def warmup(groups: Sequence[str] | None = None, processes: int | None = None,
     done: dict[str, tuple[float, int]] = {}
     # fresh interpreters ("spawn"): the caller may hold threads or a JVM that a fork would copy
     with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for fut in as_completed([pool.submit(warm_group, name) for name in names]):
+        for fut in as_completed([pool.submit(warm_group, name, host_tuned) for name in names]):
             name, seconds, compiled = fut.result()
             done[name] = (seconds, compiled)
             if report is not None:
