@@ -140,6 +140,12 @@ def test_turned_off_it_compiles(toy, monkeypatch):
     assert run() == (0, 1)
 
 
+def test_another_python_or_platform_finds_no_build(monkeypatch):
+    monkeypatch.setattr(shipped, "TAG", "numba0.68.1-cpython-399-linux-riscv64")
+    monkeypatch.setattr(shipped, "_FOLDER", [])
+    assert shipped.folder() is None  # (then every kernel compiles, as the toy's misses above)
+
+
 def test_only_colcep_kernels_get_the_shipped_cache(tmp_path, monkeypatch):
     from numba import njit
     from numba.core.caching import FunctionCache

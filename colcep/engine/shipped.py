@@ -17,7 +17,8 @@ Anything that does not match (another Numba, Python, platform or architecture, k
 since the build) is not loaded: Numba's own index checks the version and the stamp, the key the
 triple. A shipped file that cannot be read is a miss with one warning, never a crash. With colcep
 imported from a zip (Spark's ``--py-files``) the build is unpacked once per machine into the cache
-folder. ``COLCEP_SHIPPED_KERNELS=0`` (or :data:`use` = False) turns the shipped build off.
+folder. A wheel carries the build of the machine that made it (package data).
+``COLCEP_SHIPPED_KERNELS=0`` (or :data:`use` = False) turns the shipped build off.
 """
 from __future__ import annotations
 
