@@ -26,6 +26,8 @@ from colcep.skip import AfterMatchSkipStrategy, NoSkip
 from colcep.stages import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY,  # noqa: F401
                            NEXT, NOT_FOLLOWED_BY, NOT_NEXT, RELAXED, Quantifier, Stage)
 
+FIRST_AND_LAST, PREVIOUS_AND_CURRENT = "first_and_last", "previous_and_current"  # within(..., between=)
+
 class Pattern:
     """An immutable pattern: stages in order, a ``within`` window and a skip strategy."""
 
@@ -167,30 +169,36 @@ class Pattern:
             raise PatternError(f"{what}(): a quantifier is already applied to {st.describe()}")
         return st
 
-    def one_or_more(self) -> "Pattern":
-        """The stage matches one or more events (Kleene plus)."""
+    def one_or_more(self, within: "str | _dt.timedelta | int | None" = None) -> "Pattern":
+        """The stage matches one or more events (Kleene plus). ``within``: Flink's
+        ``oneOrMore(window)``, see :meth:`times`."""
         self._check_quantifiable("one_or_more")
-        return self._with_quantifier(kind="looping", lo=1, hi=None)
+        return self._with_quantifier(kind="looping", lo=1, hi=None, within=_gap(within))
 
-    def times(self, lo: int, hi: int | None = None) -> "Pattern":
-        """Exactly ``lo`` events, or between ``lo`` and ``hi`` (``times(0, n)`` is optional)."""
+    def times(self, lo: int, hi: int | None = None, within: "str | _dt.timedelta | int | None" = None) -> "Pattern":
+        """Exactly ``lo`` events, or between ``lo`` and ``hi`` (``times(0, n)`` is optional).
+        ``within``: Flink's ``times(n, window)``, the most time from the event before a
+        repetition to the repetition's event, as Flink applies it: to the stage's first
+        repetition and those up to the last required one, not to the last one nor to the
+        repetitions of a loop (a partial match waiting longer times out, checked as time passes)."""
         self._check_quantifiable("times")
+        gap = _gap(within)
         if hi is None:
             if not isinstance(lo, int) or lo < 1:
                 raise PatternError(f"times(n) needs a positive number of times, got {lo!r}")
-            return self._with_quantifier(kind="times", lo=lo, hi=lo)
+            return self._with_quantifier(kind="times", lo=lo, hi=lo, within=gap)
         if not isinstance(lo, int) or not isinstance(hi, int) or lo < 0 or hi < max(lo, 1):
             raise PatternError(f"times(lo, hi) needs 0 <= lo <= hi and hi >= 1, got ({lo!r}, {hi!r})")
         if lo == 0:
-            return self._with_quantifier(kind="times", lo=1, hi=hi, optional=True)
-        return self._with_quantifier(kind="times", lo=lo, hi=hi)
+            return self._with_quantifier(kind="times", lo=1, hi=hi, optional=True, within=gap)
+        return self._with_quantifier(kind="times", lo=lo, hi=hi, within=gap)
 
-    def times_or_more(self, n: int) -> "Pattern":
-        """At least ``n`` events."""
+    def times_or_more(self, n: int, within: "str | _dt.timedelta | int | None" = None) -> "Pattern":
+        """At least ``n`` events. ``within``: Flink's ``timesOrMore(n, window)``, see :meth:`times`."""
         self._check_quantifiable("times_or_more")
         if not isinstance(n, int) or n < 1:
             raise PatternError(f"times_or_more(n) needs a positive number of times, got {n!r}")
-        return self._with_quantifier(kind="looping", lo=n, hi=None)
+        return self._with_quantifier(kind="looping", lo=n, hi=None, within=_gap(within))
 
     def optional(self) -> "Pattern":
         """The stage may match no event."""
@@ -243,9 +251,19 @@ class Pattern:
         return self._with_quantifier(inner=ALLOW_COMBINATIONS)
 
     # ------------------------------------------------------------------ whole pattern
-    def within(self, window: "str | _dt.timedelta | int") -> "Pattern":
+    def within(self, window: "str | _dt.timedelta | int", between: str = FIRST_AND_LAST) -> "Pattern":
         """A match must complete within ``window`` of its first event (``last.ts - first.ts <
-        window``): ``"10s"``, ``"5min"``, ``timedelta`` or an integer in the time column's unit."""
+        window``): ``"10s"``, ``"5min"``, ``timedelta`` or an integer in the time column's unit.
+
+        ``between="previous_and_current"`` (Flink's ``WithinType.PREVIOUS_AND_CURRENT``) bounds
+        instead the time from the event before the last stage's event to that event: a partial
+        match waiting for that stage times out ``window`` after its last event (checked as time
+        passes, as Flink does; a window no longer than the first-and-last one)."""
+        if between == PREVIOUS_AND_CURRENT:
+            return self._with_last(gap=_gap(window))
+        if between != FIRST_AND_LAST:
+            raise PatternError(f"within(..., between=) takes {FIRST_AND_LAST!r} or {PREVIOUS_AND_CURRENT!r}, "
+                               f"got {between!r}")
         parse_duration(window)  # validate early
         return Pattern(self.stages, window, self.skip_strategy)
 
@@ -294,10 +312,12 @@ class Pattern:
                 s = f"{st.connect}({st.group!r})" if st.group is not None else f"{st.connect}({st.name!r})"
             if st.condition is not None:
                 s += f".where({st.condition!r})"
+            w = "" if q.within is None else f"within={q.within!r}"
             if q.kind == "looping":
-                s += ".one_or_more()" if q.lo == 1 else f".times_or_more({q.lo})"
+                s += f".one_or_more({w})" if q.lo == 1 else f".times_or_more({q.lo}{', ' + w if w else ''})"
             elif q.kind == "times":
-                s += f".times({q.lo})" if q.lo == q.hi else f".times({q.lo}, {q.hi})"
+                args = f"{q.lo}" if q.lo == q.hi else f"{q.lo}, {q.hi}"
+                s += f".times({args}{', ' + w if w else ''})"
             if q.optional:
                 s += ".optional()"
             if q.greedy:
@@ -306,6 +326,8 @@ class Pattern:
                 s += f".{q.inner}()"
             if st.until is not None:
                 s += f".until({st.until!r})"
+            if st.gap is not None:
+                s += f".within({st.gap!r}, between={PREVIOUS_AND_CURRENT!r})"
             parts.append(s)
         out = "Pattern." + ".".join(parts)
         if self.window is not None:
@@ -313,6 +335,13 @@ class Pattern:
         if not isinstance(self.skip_strategy, NoSkip):
             out += f".skip({self.skip_strategy!r})"
         return out
+
+
+def _gap(window: Any) -> Any:
+    """A per-gap window as given (None: none), validated."""
+    if window is not None:
+        parse_duration(window)
+    return window
 
 
 def _bare_alternation(p: Pattern) -> bool:

@@ -26,6 +26,7 @@ class Quantifier:
     optional: bool = False
     greedy: bool = False
     inner: str = RELAXED
+    within: Any = None  # times(..., within=): the gap between a repetition's event and the event before it
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +40,7 @@ class Stage:
     until: Expr | None = None
     group: Any = None         # a group stage's Pattern
     alternatives: Any = None  # an any_of stage: a tuple of Patterns, one of which matches
+    gap: Any = None           # within(w, between="previous_and_current"): the most from the previous event to this one
 
     @property
     def is_negation(self) -> bool:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from colcep.durations import to_units
 from colcep.engine.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, NFAProgram
 from colcep.skip import NO_SKIP, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT
 
@@ -173,6 +174,7 @@ class Run:
     version: tuple
     start_ts: int
     start_event: Any   # event position or None (the start state)
+    prev_ts: int = -1  # Flink's previousTimestamp: the time of the run's last taken event
 
 
 def run_key(r: Run):
@@ -332,9 +334,11 @@ class ReferenceNFA:
     """One key's NFA: Flink's ``NFA`` + ``NFAState`` + the operator's per-event driving."""
 
     def __init__(self, prog: NFAProgram, window: int, events: list[dict], timeouts: bool = False,
-                 held: str = "colcep"):
+                 held: str = "colcep", unit: str = "ms"):
         self.p = prog
         self.window = window
+        # Flink's windowTimes: per state, the most time from a run's previous taken event (0: none)
+        self.gaps = [0 if w is None else to_units(w, unit, "window") for w in prog.state_window]
         self.events = events  # global event list (position -> event dict with "__pos", "__ts")
         self.handle_timeout = timeouts
         self.buf = SharedBuffer()
@@ -382,13 +386,17 @@ class ReferenceNFA:
         new_partial = JavaPriorityQueue(run_key)
         potential = JavaPriorityQueue(run_key)
         for r in self.partial:
-            if r.state != self.p.start_state and self.window > 0 and ts - r.start_ts >= self.window:
+            gap = self.gaps[r.state]
+            by_gap = r.state != self.p.start_state and gap > 0 and ts - r.prev_ts >= gap
+            by_window = r.state != self.p.start_state and self.window > 0 and ts - r.start_ts >= self.window
+            if by_gap or by_window:
                 if self.kind(r.state) == PENDING:
                     potential.add(r)
                     continue
                 if self.handle_timeout:
                     paths = self.buf.extract(r.prev, r.version) if r.prev is not None else []
-                    timed_out.append((self.match_ids(paths[0]) if paths else {}, r.start_ts + self.window))
+                    when = r.prev_ts + gap if by_gap else r.start_ts + self.window
+                    timed_out.append((self.match_ids(paths[0]) if paths else {}, when))
                 self.buf.release(r.prev, r.version)
             else:
                 new_partial.add(r)
@@ -509,17 +517,17 @@ class ReferenceNFA:
                     else:
                         version = dewey_add_stage(dewey_increase(r.version, take_to_skip + ignore_to_visit))
                         ignore_to_visit -= 1
-                    self.add_run(out, Run(target, r.prev, version, r.start_ts, r.start_event))
+                    self.add_run(out, Run(target, r.prev, version, r.start_ts, r.start_event, r.prev_ts))
             else:
                 cur_version = dewey_increase(r.version, take_to_visit)
                 next_version = dewey_add_stage(cur_version)
                 take_to_visit -= 1
                 node = self.buf.put(int(self.p.state_stage[src]), pos, r.prev, cur_version)
                 start_ts, start_ev = (event["__ts"], pos) if is_start else (r.start_ts, r.start_event)
-                self.add_run(out, Run(target, node, next_version, start_ts, start_ev))
+                self.add_run(out, Run(target, node, next_version, start_ts, start_ev, event["__ts"]))
                 final = self.final_after_proceed(target, event, ctx, r)
                 if final is not None:
-                    self.add_run(out, Run(final, node, next_version, start_ts, start_ev))
+                    self.add_run(out, Run(final, node, next_version, start_ts, start_ev, event["__ts"]))
         if is_start:
             out.append(Run(r.state, None, dewey_increase(r.version, _self_increase(n_ignore, n_take)), -1, None))
         if r.prev is not None:
@@ -547,14 +555,15 @@ def _self_increase(ignore: int, take: int) -> int:
 
 
 def run_reference(prog: NFAProgram, events: list[dict], key: "str | None", window: int,
-                  timeouts: bool = False, held: str = "colcep") -> tuple[list, list]:
+                  timeouts: bool = False, held: str = "colcep", unit: str = "ms") -> tuple[list, list]:
     """Match ``events`` (dicts with the time in ``"__ts"``, in arrival order) one key at a time.
 
     Returns (matches, timed_out): each match maps stage -> event positions; each timed-out
     partial match is (stage -> positions, timeout timestamp). Keys are processed as Flink's
     keyed operator does: every event advances its own key's time, then the final watermark
     closes every key (in order of first appearance). ``held="flink"`` breaks ties among held
-    matches as Flink's heap does (colcep's divergence, SEMANTICS.md point 15).
+    matches as Flink's heap does (colcep's divergence, SEMANTICS.md point 15). The windows
+    between events the program's states carry are taken in ``unit`` (the events' time unit).
     """
     nfas: dict = {}
     matches: list = []
@@ -564,7 +573,7 @@ def run_reference(prog: NFAProgram, events: list[dict], key: "str | None", windo
         k = ev.get(key) if key else None
         nfa = nfas.get(k)
         if nfa is None:
-            nfa = nfas[k] = ReferenceNFA(prog, window, events, timeouts, held)
+            nfa = nfas[k] = ReferenceNFA(prog, window, events, timeouts, held, unit)
         m, t = nfa.advance_time(ev["__ts"], pos)
         matches.extend(m)
         timed.extend(t)

@@ -244,7 +244,7 @@ def test_within_ms_is_the_corpus_integer_window():
 def test_corpus_patterns_load_as_they_are(corpus_dir):
     from conformance import load_cases
     cases = load_cases([corpus_dir])
-    assert len(cases) == 813
+    assert len(cases) == 825
     for c in cases:
         p = cc.Pattern.from_json(c["pattern"])
         assert pkey(cc.Pattern.from_json(p.to_json())) == pkey(p)
@@ -291,7 +291,7 @@ ALT = {"name": "g", "connect": "next", "anyOf": [{"stages": [{"name": "x"}]}, {"
                            "group": {"stages": [{"name": "x"}, {"name": "y", "connect": "nxt"}]}}]},
      "stages[1].group.stages[1].connect", "unknown connect"),
     ({"stages": BASE, "within": "10 parsecs"}, "within", "invalid window"),
-    ({"stages": BASE, "version": 3}, "version", "newer"),
+    ({"stages": BASE, "version": 4}, "version", "newer"),
     ({"stages": BASE + [ALT]}, "stages[2].anyOf", 'an alternation needs "version": 2'),
     ({"version": 2, "stages": BASE + [dict(ALT, anyOf=[{"stages": [{"name": "x"}]}])]}, "stages[2].anyOf",
      "at least two alternatives"),

@@ -20,10 +20,10 @@ from colcep.kernels.buffer import JOIN
 from colcep.errors import CapacityError
 from colcep.tools.examples import benchmark_pattern, desk_patterns
 from colcep.tools.ticks import make_ticks
-from conformance import CORPUS, case_pattern, compiles, load_cases, tiers_agree
+from conformance import CORPUS, case_pattern, compiles, kernel_cases, tiers_agree
 from randcase import cases, examples
 
-CASES = load_cases([CORPUS])
+CASES = kernel_cases([CORPUS])
 GENERATED = [c for c in CASES if stepgen.unsupported(cc.compile(case_pattern(c))) is None]
 
 

@@ -19,15 +19,17 @@ PENDING (a trailing ``not_followed_by``: the match completes when the window clo
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import numpy as np
 
-from colcep.errors import PatternError
+from colcep.errors import ColcepWarning, PatternError
 from colcep.expr import TRUE, Expr
 from colcep.kernels.codes import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE  # noqa: F401
 from colcep.pattern import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, FOLLOWED_BY_ANY, NEXT, NOT_FOLLOWED_BY,
-                      NOT_NEXT, Pattern, Stage, can_be_empty, stage_name_set)
+                      NOT_NEXT, Pattern, Stage, can_be_empty, parse_duration, stage_name_set)
 
 ACTION_NAMES = ("TAKE", "IGNORE", "PROCEED")
 MAX_STATES = 50_000  # a bound on what a pattern may compile to (the 813 corpus cases need at most a few dozen)
@@ -72,6 +74,8 @@ class _P:
     until: Expr | None = None
     raw: "_P | None" = None  # group pattern: the last pattern of the inner chain
     alts: "list[_P] | None" = None  # alternation: the last pattern of each alternative's chain
+    gap: Any = None  # within(w, PREVIOUS_AND_CURRENT) on this stage
+    times_within: Any = None  # the window of times(n, window) / one_or_more(window)
 
     def take_condition(self) -> Expr:
         return self.condition if self.condition is not None else TRUE
@@ -98,7 +102,8 @@ def _stage_to_p(st: Stage, prev: "_P | None") -> _P:
     times = None if q.kind == "single" else (q.lo, q.lo if q.kind == "looping" else q.hi)
     raw = _to_chain(st.group) if st.group is not None else None
     alts = [_to_chain(a) for a in st.alternatives] if st.alternatives is not None else None
-    return _P(st.name, prev, st.condition, _CONNECT[st.connect], props, _INNER[q.inner], times, st.until, raw, alts)
+    return _P(st.name, prev, st.condition, _CONNECT[st.connect], props, _INNER[q.inner], times, st.until, raw, alts,
+              st.gap, q.within)
 
 
 @dataclass(eq=False)
@@ -109,6 +114,7 @@ class State:
     transitions: list = field(default_factory=list)  # [action, target State, condition Expr]
     start: bool = False
     heads: "list[State] | None" = None  # a branch: its alternatives' first states
+    window: Any = None  # Flink's windowTimes[name]: the most time from the previous taken event to this state's
 
     def add(self, action: int, target: "State", cond: Expr) -> None:
         self.transitions.append([action, target, cond])
@@ -137,7 +143,12 @@ class _Compiler:
         self.used_names.add(cand)
         return cand
 
-    def create_state(self, name: str, kind: int) -> State:
+    def create_state(self, name: str, kind: int, take: bool = False) -> State:
+        """A new state named after ``name`` (made unique as Flink does: ``b``, ``b:0``, ``b:1`` ...).
+        A ``take`` state (one a run waits in for the current stage's event) gets Flink's per-state
+        window: the stage's previous-and-current window for a single-event stage, the window of
+        its ``times`` for the internal states of a quantified one (the names with a ``:``: not
+        the last repetition, not the loop itself)."""
         if len(self.states) >= MAX_STATES:
             raise PatternError(
                 f"the pattern compiles to more than {MAX_STATES:,} NFA states (at stage {self.current.name!r}); "
@@ -145,6 +156,9 @@ class _Compiler:
                 "them grows quadratically. Make some of those stages required or split the pattern")
         st = State(self._unique(name), kind, name.split(":")[0])
         self.states.append(st)
+        if take:
+            cur = self.current
+            st.window = cur.gap if cur.times is None else cur.times_within if ":" in st.name else None
         return st
 
     def compile(self) -> State:
@@ -153,10 +167,10 @@ class _Compiler:
         sink = self.create_middle_states(sink)
         start = self.convert_pattern(sink)
         start.start = True
-        if last.strategy == NOT_FOLLOW and not self.has_window:
+        if last.strategy == NOT_FOLLOW and not self.has_window and last.gap is None:
             raise PatternError(
-                f"not_followed_by({last.name!r}) as the last stage needs a within() window: without one the "
-                "match could never be released")
+                f"not_followed_by({last.name!r}) as the last stage needs a within() window (of the whole pattern, "
+                "or between the previous event and it): without one the match could never be released")
         return start
 
     # -- NOT handling
@@ -232,15 +246,15 @@ class _Compiler:
         while self.current.previous is not None:
             cur = self.current
             if cur.strategy == NOT_FOLLOW:
-                if self.has_window and last_sink.kind == FINAL:
-                    pending = self.create_state(cur.name, PENDING)
+                if (self.has_window or cur.gap is not None) and last_sink.kind == FINAL:
+                    pending = self.create_state(cur.name, PENDING, take=True)
                     cond = self.take_condition(cur)
                     stop = self.create_stop_state(cond, cur.name)
                     pending.add(PROCEED, stop, cond)
                     pending.add(IGNORE, pending, c_not(cond))
                     last_sink = pending
             elif cur.strategy == NOT_NEXT_S:
-                nn = self.create_state(cur.name, NORMAL)
+                nn = self.create_state(cur.name, NORMAL, take=True)
                 cond = self.take_condition(cur)
                 stop = self.create_stop_state(cond, cur.name)
                 if last_sink.kind == FINAL:
@@ -311,7 +325,7 @@ class _Compiler:
         cur = self.current
         if cur.is_group:
             return self.create_group_state(cur, sink, proceed, optional)
-        st = self.create_state(cur.name, NORMAL)
+        st = self.create_state(cur.name, NORMAL, take=True)
         s = self.copy_without_transitive_nots(sink)
         st.add(TAKE, s, take)
         proceed_cond = self.true_condition()
@@ -366,7 +380,7 @@ class _Compiler:
     def create_looping_group_state(self, group: _P, sink: State) -> State:
         proceed_cond = self.true_condition()
         saved = (self.current, self.following, self.group)
-        dummy = self.create_state(group.name, NORMAL)
+        dummy = self.create_state(group.name, NORMAL, take=True)
         last = self.group_body(group, dummy)
         last.add(PROCEED, sink, proceed_cond)
         dummy.add(PROCEED, last, proceed_cond)
@@ -409,7 +423,7 @@ class _Compiler:
         ignore = self.extend_with_until(self.inner_ignore_condition(cur), until, False)
         take = self.extend_with_until(self.take_condition(cur), until, True)
         proceed_cond = self.true_condition()
-        looping = self.create_state(cur.name, NORMAL)
+        looping = self.create_state(cur.name, NORMAL, take=True)
         if "GREEDY" in cur.props:
             if until is not None:
                 sink_copy = self.copy(sink)
@@ -500,6 +514,14 @@ class NFAProgram:
     conditions: list[Expr]      # condition id -> expression
     stage_names: list[str]      # node "page" names: the user's stage names (groups flattened)
     pattern: Pattern
+    state_window: tuple = ()    # per state: Flink's windowTimes (the most time from a run's previous taken
+                                # event, as the pattern gives it: a duration or column units), or None
+
+    @property
+    def has_gap_windows(self) -> bool:
+        """Whether some state bounds the time since a run's previous event (Flink's
+        PREVIOUS_AND_CURRENT windows and ``times(n, window)``)."""
+        return any(w is not None for w in self.state_window)
 
     @property
     def n_states(self) -> int:
@@ -549,6 +571,7 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
                     conditions.append(cond)
                 cnd.append(cond_ids[k])
         ptr.append(len(act))
+    _check_gap_windows(pattern, states)
     return NFAProgram(
         state_names=[s.name for s in states],
         state_kind=np.array([s.kind for s in states], np.int8),
@@ -561,7 +584,35 @@ def compile_pattern(pattern: Pattern) -> NFAProgram:
         conditions=conditions,
         stage_names=stage_names,
         pattern=pattern,
+        state_window=tuple(s.window for s in states),
     )
+
+
+def _check_gap_windows(pattern: Pattern, states: list[State]) -> None:
+    """Flink's ``checkPatternWindowTimes``: no window between events longer than the whole
+    pattern's (compared where both are durations or both integers; else when bound to a time
+    unit); and a warning where a previous-and-current window has no effect, as in Flink: on a
+    quantified stage (``times(..., within=)`` bounds those)."""
+    w = pattern.window
+    if w is not None:
+        for s in states:
+            if s.window is not None and isinstance(s.window, int) == isinstance(w, int) and \
+                    parse_duration(s.window) > parse_duration(w):
+                raise PatternError(
+                    f"the window between the previous and the current event of stage {s.stage!r} ({s.window!r}) "
+                    f"is longer than the pattern's window between its first and last event ({w!r})")
+    ignored = sorted({st.name for st in _all_stages(pattern) if st.gap is not None and st.quantifier.kind != "single"})
+    if ignored:
+        warnings.warn(f"within(..., between='previous_and_current') on quantified stage(s) {ignored} has no effect (as "
+                      "in Flink CEP); times(..., within=) / one_or_more(within=) bound the gaps of a quantified stage",
+                      ColcepWarning, stacklevel=4)
+
+
+def _all_stages(p: Pattern) -> Iterator[Stage]:
+    for st in p.stages:
+        yield st
+        for child in st.children:
+            yield from _all_stages(child)
 
 
 def _check_rules(pattern: Pattern, inner: bool = False, names: "set[str] | None" = None) -> None:

@@ -117,6 +117,12 @@ def compile(pattern: "Pattern | CompiledPattern") -> CompiledPattern:  # noqa: A
     if not isinstance(pattern, Pattern):
         raise PatternError(f"expected a colcep Pattern, got {type(pattern).__name__}")
     nfa = compile_pattern(pattern)
+    if nfa.has_gap_windows:
+        stages = sorted({nfa.state_names[s].split(":")[0] for s, w in enumerate(nfa.state_window) if w is not None})
+        raise PatternError(
+            f"a window between consecutive events (on stage {', '.join(map(repr, stages))}: within(..., "
+            "between='previous_and_current') or times(..., within=)) is not run by colcep's kernels yet; "
+            "within() of the whole pattern is")
     literals: dict = {}
     lw = cond.lower(nfa.conditions, nfa.stage_names, literals)
     st_rel, st_merge = cond.merge_tables(nfa, lw)

@@ -6,7 +6,8 @@ colcep Pattern can hold, so every conformance case's pattern loads as it is::
 
     {
       "version": 2,                       // optional; absent = 1 (the conformance corpus);
-                                          // 2 adds "anyOf" (alternation)
+                                          // 2 adds "anyOf" (alternation), 3 "gap" and a
+                                          // quantifier's "within" (windows between events)
       "key": "name",                      // optional, not part of the Pattern: the partition key
                                           // a caller should match with (load() returns it)
       "stages": [STAGE, ...],             // at least one
@@ -25,6 +26,11 @@ colcep Pattern can hold, so every conformance case's pattern loads as it is::
       "where": COND | null,               // null: always true
       "quantifier": null | {"type": "oneOrMore"} | {"type": "times", "from": 2, "to": 4}
                   | {"type": "timesOrMore", "from": 2},
+                                          // version 3: any of them with "within": a duration string
+                                          // or an integer in the time column's unit (Flink's
+                                          // times(n, window): Pattern.times(..., within=))
+      "gap": "10s",                       // version 3, optional: Flink's within(w, PREVIOUS_AND_CURRENT)
+                                          // on this stage (Pattern.within(w, between="previous_and_current"))
       "optional": false, "greedy": false,
       "inner": "relaxed",                 // relaxed | consecutive | allowCombinations
       "until": COND | null,
@@ -59,9 +65,10 @@ Unknown fields are errors. Every error is a :class:`PatternJSONError` whose mess
 starts with the path of the bad field, e.g. ``stages[2].where.cmp[1]: ...``; the Pattern
 builder's own rules (``PatternError``) are reported at the stage they concern.
 
-``Pattern.to_json()`` writes version 1 with every stage field present, or version 2 (with
-``anyOf`` on its alternation stages only) when the pattern has an alternation, so documents
-without one still read in colcep versions that know version 1 only; ``Pattern.from_json``
+``Pattern.to_json()`` writes version 1 with every stage field present, version 2 (with
+``anyOf`` on its alternation stages only) when the pattern has an alternation, or version 3
+(``gap`` and a quantifier's ``within`` where they are set) when it has a window between events,
+so documents without them still read in colcep versions that know version 1 only; ``Pattern.from_json``
 reads it back to an equal pattern (``within`` as a timedelta is written as microseconds).
 """
 from __future__ import annotations
@@ -79,7 +86,7 @@ from colcep.stages import (ALLOW_COMBINATIONS, BEGIN, CONSECUTIVE, FOLLOWED_BY, 
 Pattern = Any  # a colcep.Pattern (this module builds them with the class it is given, and imports none)
 from colcep.skip import AfterMatchSkipStrategy, NoSkip, SkipPastLastEvent, SkipToFirst, SkipToLast, SkipToNext
 
-VERSION = 2  # the newest version read; written only for a pattern with an alternation
+VERSION = 3  # the newest version read: 2 written for a pattern with an alternation, 3 with a gap window
 
 _CONNECT_IN = {"begin": BEGIN, "next": NEXT, "followedBy": FOLLOWED_BY, "followedByAny": FOLLOWED_BY_ANY,
                "notNext": NOT_NEXT, "notFollowedBy": NOT_FOLLOWED_BY}
@@ -90,7 +97,8 @@ _SKIP_OUT = {NoSkip: "noSkip", SkipToNext: "skipToNext", SkipPastLastEvent: "ski
              SkipToFirst: "skipToFirst", SkipToLast: "skipToLast"}
 _SKIP_IN = {v: k for k, v in _SKIP_OUT.items()}
 _TOP_FIELDS = {"version", "key", "stages", "within", "within_ms", "skip"}
-_STAGE_FIELDS = {"name", "connect", "where", "quantifier", "optional", "greedy", "inner", "until", "group", "anyOf"}
+_STAGE_FIELDS = {"name", "connect", "where", "quantifier", "optional", "greedy", "inner", "until", "group", "anyOf",
+                 "gap"}
 
 
 class PatternJSONError(PatternError):
@@ -107,15 +115,12 @@ def to_dict(pattern: Pattern, key: str | None = None) -> dict:
     is stored alongside."""
     if not isinstance(getattr(pattern, "stages", None), tuple) or not all(isinstance(s, Stage) for s in pattern.stages):
         raise TypeError(f"to_dict() takes a Pattern, got {type(pattern).__name__}")
-    out: dict[str, Any] = {"version": 2 if _has_alternation(pattern) else 1}
+    out: dict[str, Any] = {"version": 3 if _has_gap(pattern) else 2 if _has_alternation(pattern) else 1}
     if key is not None:
         out["key"] = key
     out["stages"] = _stages_out(pattern)
-    w = pattern.window
-    if w is not None:
-        if isinstance(w, _dt.timedelta):
-            w = f"{w // _dt.timedelta(microseconds=1)}us"
-        out["within"] = w
+    if pattern.window is not None:
+        out["within"] = _window_out(pattern.window)
     sk = pattern.skip_strategy
     skd: dict[str, Any] = {"type": _SKIP_OUT[type(sk)]}
     if sk.stage is not None:
@@ -133,6 +138,15 @@ def _has_alternation(p: Pattern) -> bool:
     return any(st.is_alternation or any(_has_alternation(c) for c in st.children) for st in p.stages)
 
 
+def _has_gap(p: Pattern) -> bool:
+    return any(st.gap is not None or st.quantifier.within is not None or any(_has_gap(c) for c in st.children)
+               for st in p.stages)
+
+
+def _window_out(w: Any) -> Any:
+    return f"{w // _dt.timedelta(microseconds=1)}us" if isinstance(w, _dt.timedelta) else w
+
+
 def _stages_out(pattern: Pattern) -> list[dict]:
     out = []
     for st in pattern.stages:
@@ -143,6 +157,8 @@ def _stages_out(pattern: Pattern) -> list[dict]:
             qd = {"type": "times", "from": q.lo, "to": q.hi}
         else:
             qd = None
+        if q.within is not None:
+            qd["within"] = _window_out(q.within)
         optional = q.optional
         if q.kind == "times" and q.lo == 1 and optional:
             # times(0, n) is how Flink spells it, and the builder accepts it where optional()
@@ -157,6 +173,8 @@ def _stages_out(pattern: Pattern) -> list[dict]:
         }
         if st.alternatives is not None:
             d["anyOf"] = [{"stages": _stages_out(a)} for a in st.alternatives]
+        if st.gap is not None:
+            d["gap"] = _window_out(st.gap)
         out.append(d)
     return out
 
@@ -253,20 +271,30 @@ def load(doc: "str | bytes | dict", pattern_cls: type) -> "tuple[Pattern, str | 
                 w = int(w)
             else:
                 raise PatternJSONError(fld, f"expected an integer number of milliseconds, got {w!r}")
-        if isinstance(w, float) and w.is_integer():
-            w = int(w)
-        if not isinstance(w, (int, str)) or isinstance(w, bool):
-            raise PatternJSONError(fld, f"expected a duration string like '10s' or an integer, got {w!r}")
-        p = _call(fld, p.within, w)
+        p = _call(fld, p.within, _window_in(w, fld))
     sk = d.get("skip")
     if sk is not None:
         p = _call("skip", p.skip, _skip(sk, "skip"))
     return p, key
 
 
-def _call(path: str, fn, *args):
+def _window_in(w: Any, path: str) -> "int | str":
+    """A window as written: a duration string or an integer (an integral float taken as one)."""
+    if isinstance(w, float) and w.is_integer():
+        w = int(w)
+    if not isinstance(w, (int, str)) or isinstance(w, bool):
+        raise PatternJSONError(path, f"expected a duration string like '10s' or an integer, got {w!r}")
+    return w
+
+
+def _v3(version: int, path: str) -> None:
+    if version < 3:
+        raise PatternJSONError(path, 'a window between events needs "version": 3')
+
+
+def _call(path: str, fn, *args, **kwargs):
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except PatternJSONError:
         raise
     except (PatternError, TypeError, ValueError) as exc:
@@ -379,17 +407,21 @@ def _stage(cls: type, p: Pattern | None, st: Any, path: str, version: int) -> Pa
     if q is not None:
         q = _obj(q, qpath)
         qt = q.get("type")
+        within = q.get("within")
+        if within is not None:
+            _v3(version, _join(qpath, "within"))
+            within = _window_in(within, _join(qpath, "within"))
         if qt == "oneOrMore":
-            _no_unknown(q, {"type"}, qpath)
-            p = _call(qpath, p.one_or_more)
+            _no_unknown(q, {"type", "within"}, qpath)
+            p = _call(qpath, p.one_or_more, within=within)
         elif qt == "times":
-            _no_unknown(q, {"type", "from", "to"}, qpath)
+            _no_unknown(q, {"type", "from", "to", "within"}, qpath)
             lo, hi = _int(q, "from", qpath), q.get("to")
             hi = lo if hi is None else _int(q, "to", qpath)
-            p = _call(qpath, p.times, lo, hi)
+            p = _call(qpath, p.times, lo, hi, within=within)
         elif qt == "timesOrMore":
-            _no_unknown(q, {"type", "from"}, qpath)
-            p = _call(qpath, p.times_or_more, _int(q, "from", qpath))
+            _no_unknown(q, {"type", "from", "within"}, qpath)
+            p = _call(qpath, p.times_or_more, _int(q, "from", qpath), within=within)
         else:
             raise PatternJSONError(_join(qpath, "type"), f"unknown quantifier {_show(qt)} (expected oneOrMore, "
                                    "times or timesOrMore)")
@@ -409,6 +441,10 @@ def _stage(cls: type, p: Pattern | None, st: Any, path: str, version: int) -> Pa
     until = st.get("until")
     if until is not None:
         p = _call(_join(path, "until"), p.until, to_expr(until, _join(path, "until")))
+    gap = st.get("gap")
+    if gap is not None:
+        _v3(version, _join(path, "gap"))
+        p = _call(_join(path, "gap"), p.within, _window_in(gap, _join(path, "gap")), between="previous_and_current")
     return p
 
 

@@ -1,0 +1,109 @@
+"""Windows between consecutive events (Flink's ``within(t, WithinType.PREVIOUS_AND_CURRENT)`` and
+``times(n, window)``): the Pattern API, the document form, where the compiler puts them (Flink's
+``windowTimes``: NFACompilerTest), the plain-Python reference on Flink's own tests (the corpus's
+``conformance/flink/WithinPreviousAndCurrent.json``, run by test_conformance.py), and the engine's
+clear refusal until its kernels run them."""
+import warnings
+
+import pytest
+
+import colcep as cc
+from colcep import col
+from colcep.engine.compiler import compile_pattern
+from colcep.lang.json_format import PatternJSONError
+
+PC = "previous_and_current"
+
+
+def windows(p: cc.Pattern) -> dict:
+    prog = compile_pattern(p)
+    return {n: w for n, w in zip(prog.state_names, prog.state_window) if w is not None}
+
+
+def test_window_times_are_set_on_the_stages_that_carry_them():
+    """NFACompilerTest.testWindowTimesCorrectlySet: {middle: 10 s, then: 20 s}."""
+    p = (cc.Pattern.begin("start").followed_by("middle").within("10s", between=PC)
+         .followed_by("then").within("20s", between=PC).followed_by("end"))
+    assert windows(p) == {"middle": "10s", "then": "20s"}
+    assert compile_pattern(p).has_gap_windows
+    assert not compile_pattern(cc.Pattern.begin("a").followed_by("b").within("10s")).has_gap_windows
+
+
+def test_a_window_on_the_first_stage_is_kept_where_flink_keeps_it():
+    # (the start state never times out: the window has no effect, as in Flink)
+    assert windows(cc.Pattern.begin("a").within(5, between=PC).followed_by("b")) == {"a": 5}
+
+
+def test_a_window_between_events_longer_than_the_patterns_is_refused():
+    """NFACompilerTest.testCheckPatternWindowTimes."""
+    p = (cc.Pattern.begin("start").followed_by("middle").within("3s", between=PC)
+         .followed_by("then").within("1s", between=PC).followed_by("end").within("2ms"))
+    with pytest.raises(cc.PatternError, match="stage 'then' .* longer than the pattern's window"):
+        compile_pattern(p)
+    ok = cc.Pattern.begin("a").followed_by("b").within(10, between=PC).within(10)  # equal is allowed
+    assert windows(ok) == {"b": 10}
+
+
+@pytest.mark.parametrize("quantify, want", [
+    (lambda p: p.times(3, within=7), {"b:0": 7, "b:1": 7}),  # not the state of the last repetition ("b")
+    (lambda p: p.times(2, 4, within=7), {"b:1": 7, "b:3": 7, "b:4": 7}),  # nor the ignore states b:0, b:2
+    (lambda p: p.one_or_more(within=7), {"b:1": 7}),  # only the entry: not the loop, nor its ignore state
+    (lambda p: p.times_or_more(2, within=7), {"b:1": 7, "b:2": 7}),
+    (lambda p: p.times(0, 2, within=7), {"b:1": 7}),
+])
+def test_times_windows_go_on_the_internal_states_of_the_stage(quantify, want):
+    assert windows(quantify(cc.Pattern.begin("a").followed_by("b"))) == want
+
+
+def test_a_previous_and_current_window_on_a_quantified_stage_has_no_effect_and_says_so():
+    """NFAITCase.testLoopClearingWithinPreviousAndCurrent relies on it: times(4) with
+    within(3 ms, PREVIOUS_AND_CURRENT) keeps every event."""
+    p = cc.Pattern.begin("start").where(col("name") == "a").times(4).within(3, between=PC)
+    with pytest.warns(cc.ColcepWarning, match="quantified stage.*'start'.*no effect"):
+        assert windows(p) == {}
+
+
+def test_not_followed_by_at_the_end_takes_a_window_between_events():
+    p = cc.Pattern.begin("a").not_followed_by("b").where(col("name") == "b").within(3, between=PC)
+    prog = compile_pattern(p)
+    assert [prog.state_names[s] for s, w in enumerate(prog.state_window) if w == 3] == ["b"]
+    with pytest.raises(cc.PatternError, match="needs a within\\(\\) window"):
+        compile_pattern(cc.Pattern.begin("a").not_followed_by("b"))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda p: p.within("10s", between="first_and_next"), r"between=\) takes .first_and_last. or"),
+    (lambda p: p.within("ten", between=PC), "invalid window"),
+    (lambda p: p.within(0, between=PC), "must be positive"),
+    (lambda p: p.times(3, within=-1), "must be positive"),
+    (lambda p: p.one_or_more(within="soon"), "invalid window"),
+])
+def test_bad_windows_are_errors(bad, message):
+    with pytest.raises(cc.PatternError, match=message):
+        bad(cc.Pattern.begin("a").followed_by("b"))
+
+
+def test_document_form_round_trips_and_needs_version_3():
+    p = (cc.Pattern.begin("a").followed_by("b").where(col("price") > 1).within("9ms", between=PC)
+         .followed_by("c").times(2, 3, within=5).followed_by("d").one_or_more(within="1s")
+         .followed_by("e").times_or_more(2, within=4).within("10s"))
+    doc = p.to_json()
+    assert '"version": 3' in doc and '"gap": "9ms"' in doc
+    back = cc.Pattern.from_json(doc)
+    assert repr(back) == repr(p) == repr(eval(repr(p), {"Pattern": cc.Pattern, "col": col}))  # noqa: S307
+    assert windows(back) == windows(p)
+    old = doc.replace('"version": 3', '"version": 1')
+    with pytest.raises(PatternJSONError, match=r"stages\[1\]\.gap: .*needs \"version\": 3"):
+        cc.Pattern.from_json(old)
+    plain = cc.Pattern.begin("a").followed_by("b").times(2).within("10s").to_json()
+    assert '"version": 1' in plain and "gap" not in plain and '"within": "10s"' in plain
+
+
+def test_the_engine_refuses_them_clearly_for_now():
+    p = cc.Pattern.begin("a").followed_by("b").within(9, between=PC)
+    with pytest.raises(cc.PatternError, match="between consecutive events \\(on stage 'b'.*not run by colcep's "
+                                              "kernels yet"):
+        cc.compile(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cc.ColcepWarning)  # (the ignored window above: no state window, runs)
+        assert cc.compile(cc.Pattern.begin("a").followed_by("b").times(2).within(9, between=PC))
