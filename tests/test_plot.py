@@ -169,3 +169,33 @@ def test_scan_picture_and_plot_command(tmp_path, capsys):
     assert "no matches for name = 'NOPE'" in capsys.readouterr().err
     assert main(["plot", str(tmp_path / "nothing")]) == 2
     assert "is not a folder of matches" in capsys.readouterr().err
+
+
+def test_match_starts_reads_batches_of_any_size_as_one_table():
+    """``match_starts`` (the overview of a scan, read a batch at a time): each match's first time
+    and the matches per key, the same for any batch size (a match split across batches, ids that
+    restart per pattern, timed-out partial matches left out, a match whose first row is not its
+    earliest: rows go by stage, and a loop of alternatives takes them in any order) as a group-by
+    over the whole table."""
+    from colcep.tools.plot import match_starts
+    from colcep.tools.summary import unique_match_ids
+
+    ticks = make_ticks(4000, 5, 11)
+    pats = {n: get_example(n).pattern for n in ("paper_query3", "three_rising")}
+    big, small = colcep.Pattern.begin("x").where(colcep.col("volume") > 500), \
+        colcep.Pattern.begin("y").where(colcep.col("volume") <= 500)
+    pats["alternating"] = colcep.Pattern.begin(colcep.Pattern.any_of(big, small)).times(3).consecutive()
+    out = colcep.match_many(ticks, {n: p.within("20s") for n, p in pats.items()}, key="name", time="ts",
+                            columns=["ts"], timeouts=True)
+    assert set(out.column("pattern").to_pylist()) == set(pats) and pc.any(out.column("timed_out")).as_py()
+    done = unique_match_ids(out).filter(pc.invert(out.column("timed_out")))
+    firsts = done.group_by("match_id").aggregate([("ts", "min"), ("name", "min")])
+    want_starts = sorted(firsts.column("ts_min").to_pylist())
+    want_keys = Counter(firsts.column("name_min").to_pylist())
+    assert len(want_starts) > 100
+    for size in (1, 2, 3, 7, 64, out.num_rows):
+        start, per_key = match_starts(out.to_batches(max_chunksize=size), "name", "ts")
+        assert sorted(start.to_pylist()) == want_starts, size
+        assert per_key == want_keys, size
+    empty, none = match_starts(out.slice(0, 0).to_batches(), "name", "ts")
+    assert len(empty) == 0 and none == {}

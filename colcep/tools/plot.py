@@ -20,16 +20,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colcep.engine.many import PATTERN_COL
 from colcep.engine.matcher import as_table
+from colcep.tools.file_scan import parquet_batches
 from colcep.tools.summary import unique_match_ids
 
-__all__ = ["plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
+__all__ = ["match_starts", "plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
 
 _MARKERS = ["o", "^", "s", "D", "v", "P", "X", "*", "<", ">"]
 _UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -52,12 +54,16 @@ def _table(data: Any) -> pa.Table:
     return unique_match_ids(as_table(data))
 
 
-def _read(path: str | os.PathLike, columns: Sequence[str] | None = None, filt=None) -> pa.Table:
+def _dataset(path: str | os.PathLike):
     import pyarrow.dataset as ds
 
     p = Path(path)
     fmt = "csv" if p.suffix.lower() == ".csv" or (p.is_dir() and any(p.glob("*.csv"))) else "parquet"
-    d = ds.dataset(str(p), format=fmt, partitioning="hive" if fmt == "parquet" else None)
+    return ds.dataset(str(p), format=fmt, partitioning="hive" if fmt == "parquet" else None)
+
+
+def _read(path: str | os.PathLike, columns: Sequence[str] | None = None, filt=None) -> pa.Table:
+    d = _dataset(path)
     cols = [c for c in columns if c in d.schema.names] if columns is not None else None
     return d.to_table(columns=cols, filter=filt)
 
@@ -162,6 +168,10 @@ def plot_key(data: Any, matches: Any, key_value: Any, *, key: str | None = "name
             import pyarrow.dataset as ds
 
             flt = ds.field(key) == key_value if key is not None else None
+            span = _zoom(matches, time, max_matches)  # only the rows drawn: a day's file is read in a few row groups
+            if span is not None:
+                near = (ds.field(time) >= span[0]) & (ds.field(time) <= span[1])
+                flt = near if flt is None else flt & near
             data = _read(data, [c for c in (key, time, column, seq) if c], flt)
         else:
             data = _table(data)
@@ -174,12 +184,10 @@ def plot_key(data: Any, matches: Any, key_value: Any, *, key: str | None = "name
     if max_matches is not None and ev.num_rows:
         first_ids = pc.unique(ev.column("match_id")).slice(0, max_matches)
         ev = ev.filter(pc.is_in(ev.column("match_id"), first_ids))
-        t = _ints(ev.column(time))
-        lo, hi = int(t.min()), int(t.max())
-        pad = max(1, (hi - lo) // 20)
+        lo, hi = _padded(_ints(ev.column(time)))
         if data is not None:
             dt = _ints(data.column(time))
-            data = data.filter(pa.array((dt >= lo - pad) & (dt <= hi + pad)))
+            data = data.filter(pa.array((dt >= lo) & (dt <= hi)))
     ref = data.column(time) if data is not None and data.num_rows else ev.column(time)
     axis = _axis_for(ref, time_unit)
     if ax is None:
@@ -230,15 +238,83 @@ def plot_overview(matches: Any, *, key: str | None = "name", time: str = "ts", t
                   bins: int = 60, top: int = 15, title: str | None = None, out: str | os.PathLike | None = None,
                   axes: Sequence[Any] | None = None):
     """Matches over time for a whole scan: matches started per time bin (left) and the keys
-    with the most matches (right, when there is a key). ``matches`` needs the ``time`` column.
-    Returns the matplotlib Figure (also written as PNG to ``out``)."""
-    matches = _table(matches)
-    if "timed_out" in matches.column_names:
-        matches = matches.filter(pc.invert(pc.fill_null(matches.column("timed_out"), False)))
-    if time not in matches.column_names:
+    with the most matches (right, when there is a key). ``matches`` (a table, or a ``colcep
+    scan`` folder, read a batch at a time) needs the ``time`` column. Returns the matplotlib
+    Figure (also written as PNG to ``out``)."""
+    batches, names = _match_batches(matches, (PATTERN_COL, "match_id", "timed_out", key, time))
+    if time not in names:
         raise ValueError(f"the matches have no {time!r} column: scan with it in the output columns")
-    firsts = matches.group_by("match_id").aggregate([(time, "min")] + ([(key, "min")] if key else []))
-    has_keys = key is not None and key in matches.column_names
+    has_keys = key is not None and key in names
+    start, per_key = match_starts(batches, key if has_keys else None, time)
+    return _draw_overview(start, per_key, key=key, time=time, time_unit=time_unit, bins=bins, top=top, title=title,
+                          out=out, axes=axes)
+
+
+def _match_batches(matches: Any, columns: Sequence[Any]) -> "tuple[Iterator[pa.RecordBatch], list[str]]":
+    """The record batches of those of ``columns`` a match table or folder has (a folder read a
+    batch at a time), and its column names."""
+    if isinstance(matches, (str, os.PathLike)):
+        d = _dataset(matches)
+        cols = [c for c in dict.fromkeys(columns) if c is not None and c in d.schema.names]
+        return d.to_batches(columns=cols), d.schema.names
+    t = as_table(matches)
+    cols = [c for c in dict.fromkeys(columns) if c is not None and c in t.column_names]
+    return iter(t.select(cols).to_batches()), t.column_names
+
+
+def match_starts(batches: "Iterable[pa.RecordBatch]", key: str | None, time: str) -> "tuple[pa.Array, dict]":
+    """Each match's first ``time`` (one per match, timed-out partial matches left out) and the
+    number of matches per ``key`` value, from record batches of a match table in its order (a
+    match's rows are consecutive: a new ``match_id``, or ``pattern``, starts the next match),
+    a batch at a time, so that a scan's output of any size is summed in little memory."""
+    starts: list = []
+    per_key: dict = {}
+    last: Any = None  # (pattern, match_id) of the previous batch's last row
+    carry: Any = None  # the first time of that row's match (its rows may go on in the next batch)
+    typ = None
+    for b in batches:
+        if "timed_out" in b.schema.names:
+            b = b.filter(pc.invert(pc.fill_null(b.column("timed_out"), False)))
+        n = b.num_rows
+        if n == 0:
+            continue
+        col = b.column(time)
+        typ = col.type
+        t = _ints(col)
+        ids = b.column("match_id").to_numpy(zero_copy_only=False)
+        new = np.empty(n, np.bool_)
+        new[1:] = ids[1:] != ids[:-1]
+        pats = None
+        if PATTERN_COL in b.schema.names:
+            enc = b.column(PATTERN_COL).dictionary_encode()
+            pats = enc.indices.to_numpy(zero_copy_only=False)
+            new[1:] |= pats[1:] != pats[:-1]
+        first = (enc.dictionary[pats[0]].as_py() if pats is not None else None, int(ids[0]))
+        new[0] = first != last
+        heads = np.flatnonzero(new)
+        lead = heads[0] if heads.size else n  # rows going on with the previous batch's last match
+        if lead:
+            carry = t[:lead].min() if carry is None else min(carry, t[:lead].min())
+        if heads.size:
+            if carry is not None:
+                starts.append(np.array([carry], t.dtype))
+            mins = np.minimum.reduceat(t, heads)
+            starts.append(mins[:-1])
+            carry = mins[-1]  # (its rows may go on in the next batch)
+            if key is not None:
+                counts = pc.value_counts(b.column(key).take(pa.array(heads)))
+                for v, c in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+                    per_key[v] = per_key.get(v, 0) + c
+        last = (enc.dictionary[pats[-1]].as_py() if pats is not None else None, int(ids[-1]))
+    if carry is not None:
+        starts.append(np.array([carry]))
+    flat = np.concatenate(starts) if starts else np.empty(0, np.int64)
+    return pa.array(flat).cast(typ) if typ is not None else pa.array(flat), per_key
+
+
+def _draw_overview(start: pa.Array, per_key: dict, *, key: str | None, time: str, time_unit: str, bins: int,
+                   top: int, title: str | None, out: Any, axes: Any):
+    has_keys = key is not None and bool(per_key)
     if axes is None:
         fig = _figure(12, 4)
         if has_keys:
@@ -249,9 +325,8 @@ def plot_overview(matches: Any, *, key: str | None = "name", time: str = "ts", t
     else:
         ax_t, ax_k = axes[0], (axes[1] if len(axes) > 1 else None)
         fig = ax_t.figure
-    n = firsts.num_rows
+    n = len(start)
     if n:
-        start = firsts.column(f"{time}_min")
         axis = _axis_for(start, time_unit)
         x = axis.values(start)
         if axis.dates:
@@ -271,12 +346,10 @@ def plot_overview(matches: Any, *, key: str | None = "name", time: str = "ts", t
     ax_t.set_title(title or f"{n:,} matches over time")
     ax_t.grid(True, axis="y", alpha=0.3)
     if ax_k is not None and has_keys and n:
-        per = firsts.group_by(f"{key}_min").aggregate([("match_id", "count")])
-        per = per.sort_by([("match_id_count", "descending"), (f"{key}_min", "ascending")])
-        nk = per.num_rows
-        per = per.slice(0, top)
-        names = [str(v) for v in per.column(f"{key}_min").to_pylist()][::-1]
-        vals = per.column("match_id_count").to_pylist()[::-1]
+        nk = len(per_key)
+        best = sorted(per_key.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0]))[:top]
+        names = [str(v) for v, _ in best][::-1]
+        vals = [c for _, c in best][::-1]
         ax_k.barh(names, vals, color="tab:orange", alpha=0.85)
         ax_k.set_xlabel("matches")
         ax_k.set_title(f"top {len(names)} of {nk:,} {key}s with matches")
@@ -295,6 +368,29 @@ def _span(seconds: float) -> str:
     return f"{seconds * 1000:.3g} ms"
 
 
+def _padded(t: np.ndarray) -> tuple[int, int]:
+    """The drawn time range around times ``t``: their span and a twentieth of it each side."""
+    lo, hi = int(t.min()), int(t.max())
+    pad = max(1, (hi - lo) // 20)
+    return lo - pad, hi + pad
+
+
+def _zoom(matches: pa.Table, time: str, max_matches: int | None) -> tuple[int, int] | None:
+    """The time range ``plot_key`` draws for its first ``max_matches`` matches, from the matches
+    alone (None when they cannot tell it: no such limit, no integer ``time`` column)."""
+    if max_matches is None or not matches.num_rows or time not in matches.column_names or \
+            not pa.types.is_integer(matches.schema.field(time).type):
+        return None
+    ids = matches.column("match_id")
+    first = pc.unique(ids.take(pc.sort_indices(ids))).slice(0, max_matches)  # (as plot_key takes them)
+    return _padded(_ints(matches.filter(pc.is_in(ids, first)).column(time)))
+
+
+def _key_value(v: Any, typ: pa.DataType) -> Any:
+    """A key value as the summary writes it (a string) in the key column's type."""
+    return int(v) if pa.types.is_integer(typ) else v
+
+
 def scan_picture_path(out_dir: str | os.PathLike) -> Path:
     """Where ``colcep scan`` puts the picture of ``out_dir``: beside it, ``<out_dir>.png``."""
     p = Path(out_dir)
@@ -307,21 +403,45 @@ def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str 
     above one key's ``column`` with its matches marked (``key_value``, default the key with the
     most matches; zoomed to its first ``max_matches`` matches; skipped when the input or the
     column is not available). ``data`` overrides the input named in ``_summary.json``.
-    Returns the Figure; ``out`` (default ``<out_dir>.png``) receives the PNG."""
+    Returns the Figure; ``out`` (default ``<out_dir>.png``) receives the PNG.
+
+    The folder is read a batch at a time for the overview, and only the drawn key's rows for
+    the key's picture: a day's scan of 10^8 matched events is drawn in little memory."""
+    import pyarrow.dataset as ds
+
     out_dir = Path(out_dir)
     summary = json.loads((out_dir / "_summary.json").read_text()) if (out_dir / "_summary.json").is_file() else {}
     key, time, seq = summary.get("key", "name"), summary.get("time", "ts"), summary.get("seq")
     unit = summary.get("time_unit") or "ms"
-    matches = unique_match_ids(_read(out_dir))
+    d = _dataset(out_dir)
+    names = d.schema.names
+    if time not in names:
+        raise ValueError(f"the matches have no {time!r} column: scan with it in the output columns")
+    has_keys = key is not None and key in names
+    top = summary.get("result", {}).get("top_keys")
+    if key_value is None and has_keys and top:
+        key_value = _key_value(next(iter(top)), d.schema.field(key).type)
+    # one pass: the overview's figures, and the drawn key's rows when the summary names it
+    wanted = (PATTERN_COL, "match_id", "timed_out", key, time) + \
+        (("stage", "row", column, seq) if key_value is not None or key is None else ())
+    mine: list = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        cols = [c for c in dict.fromkeys(wanted) if c is not None and c in names]
+        parquet = isinstance(d.format, ds.ParquetFileFormat)  # (a row group at a time: little memory)
+        for b in parquet_batches(str(out_dir), [PATTERN_COL], cols, 1 << 20) if parquet else d.to_batches(columns=cols):
+            if key is not None and key_value is not None:
+                mine.append(b.filter(pc.equal(b.column(key), pa.scalar(key_value, b.schema.field(key).type))))
+            yield b
+
+    start, per_key = match_starts(batches(), key if has_keys else None, time)
+    if key is not None and key_value is None and has_keys and per_key:  # (no summary: a second pass for the key)
+        key_value = _key_value(min(per_key, key=lambda v: (-per_key[v], v is None, v)), d.schema.field(key).type)
+        mine = [d.to_table(filter=ds.field(key) == key_value)]
     if data is None and summary.get("input") and "," not in summary["input"] and Path(summary["input"]).exists():
         data = summary["input"]
-    if key_value is None and key is not None and key in matches.column_names and matches.num_rows:
-        top = summary.get("result", {}).get("top_keys")
-        key_value = next(iter(top)) if top else None
-        if key_value is not None and pa.types.is_integer(matches.schema.field(key).type):
-            key_value = int(key_value)
-    can_key = matches.num_rows > 0 and (key is None or key_value is not None) and \
-        (column in matches.column_names or (data is not None and seq is not None))
+    can_key = len(start) > 0 and (key is None or key_value is not None) and \
+        (column in names or (data is not None and seq is not None))
     fig = _figure(12, 8 if can_key else 4)
     if can_key:
         gs = fig.add_gridspec(2, 3, height_ratios=[1, 1.25])
@@ -332,17 +452,11 @@ def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str 
         top_axes = [fig.add_subplot(gs[0, :2]), fig.add_subplot(gs[0, 2])] if key else [fig.add_subplot(gs[0, :])]
         ax_key = None
     name = summary.get("pattern", "")
-    plot_overview(matches, key=key, time=time, time_unit=unit, axes=top_axes,
-                  title=f"{name}: {_count_matches(matches):,} matches over time" if name else None)
+    _draw_overview(start, per_key, key=key, time=time, time_unit=unit, bins=60, top=15, out=None, axes=top_axes,
+                   title=f"{name}: {len(start):,} matches over time" if name else None)
     if ax_key is not None:
-        plot_key(data, matches, key_value, key=key, time=time, column=column, time_unit=unit, seq=seq,
+        rows = d.to_table() if key is None else pa.Table.from_batches(mine) if mine else d.schema.empty_table()
+        plot_key(data, unique_match_ids(rows), key_value, key=key, time=time, column=column, time_unit=unit, seq=seq,
                  max_matches=max_matches, ax=ax_key)
     return _save(fig, scan_picture_path(out_dir) if out is None else out)
 
-
-def _count_matches(matches: pa.Table) -> int:
-    if not matches.num_rows:
-        return 0
-    if "timed_out" in matches.column_names:
-        matches = matches.filter(pc.invert(pc.fill_null(matches.column("timed_out"), False)))
-    return len(pc.unique(matches.column("match_id")))
