@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from colcep.engine import kernel_cache as cache
-from colcep.engine import interrupt
+from colcep.engine import heap, interrupt
 from colcep.engine import layout
 from colcep.engine import shards as shd
 from colcep.engine.state import step
@@ -138,6 +138,7 @@ def _one_thread(m: Matcher, lay: layout.Layout, cols: _ShardColumns, arrival: di
     st = m._state
     stop = interrupt.new_stop_flag()
     cache.notice_compile()
+    heap.keep()
     report = m.on_progress
     progress = None if report is None else (lambda rows, nm: report(row0 + rows, st.matches_out + nm))
     m._out, nm, ne, status = _step_shard(m, st, 0, lay, cols, arrival, row0, tick_ts, stop, m._out,
@@ -160,6 +161,7 @@ def _threads(ms: list[Matcher], lay: layout.Layout, envs: list[dict], ts: np.nda
     T = ms[0].threads
     stop = interrupt.new_stop_flag()
     cache.notice_compile()
+    heap.keep()
     plans = []
     for m in ms:  # the bound of the state is for all shards: each may grow into its share of what is free now
         shards = m._state.shards
