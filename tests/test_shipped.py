@@ -140,10 +140,23 @@ def test_turned_off_it_compiles(toy, monkeypatch):
     assert run() == (0, 1)
 
 
-def test_another_python_or_platform_finds_no_build(monkeypatch):
+def test_another_python_or_platform_finds_no_build_and_the_notice_says_so(monkeypatch, capsys):
+    from colcep.engine import kernel_cache as cache
+
     monkeypatch.setattr(shipped, "TAG", "numba0.68.1-cpython-399-linux-riscv64")
     monkeypatch.setattr(shipped, "_FOLDER", [])
     assert shipped.folder() is None  # (then every kernel compiles, as the toy's misses above)
+    built = sorted(os.listdir(shipped.root()))
+    assert shipped.why_not() == f"colcep ships them compiled for {', '.join(built)}, not for this " \
+                                "numba0.68.1-cpython-399-linux-riscv64"
+    monkeypatch.setattr(cache, "_checked", False)
+    monkeypatch.setattr(cache, "notice", True)
+    monkeypatch.setattr(cache, "kernels_cold", lambda: True)
+    cache.notice_compile()
+    err = capsys.readouterr().err
+    assert "compiling its kernels for this machine" in err and "(colcep ships them compiled for" in err
+    monkeypatch.setattr(shipped, "use", False)
+    assert shipped.why_not() == "COLCEP_SHIPPED_KERNELS=0"
 
 
 def test_only_colcep_kernels_get_the_shipped_cache(tmp_path, monkeypatch):

@@ -39,7 +39,7 @@ import re
 import sys
 import tempfile
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 from colcep.version import __version__
 
@@ -258,6 +258,8 @@ def kernel_compiles() -> int:
 # ---------------------------------------------------------------------------- the first compile
 COMPILE_SECONDS = 90  # wall seconds of the first compile on 2 cores, the step beside the driver (docs/benchmarks.md)
 notice: bool = True  # say so on stderr before the first compile (the CLI reports it itself)
+#: Why the kernels compile here, in words, for the notice (``colcep.engine.shipped.install`` sets it)
+why_compiled: "Callable[[], str | None] | None" = None
 _checked = False
 
 
@@ -287,6 +289,7 @@ def notice_compile() -> None:
         return
     _checked = True
     if notice and kernels_cold():
+        why = why_compiled() if why_compiled is not None else None
         sys.stderr.write(f"colcep: compiling its kernels for this machine, once (~{COMPILE_SECONDS} s on 2 cores); "
-                         f"later runs load them from {cache_dir()}\n")
+                         f"later runs load them from {cache_dir()}{f' ({why})' if why else ''}\n")
         sys.stderr.flush()

@@ -29,7 +29,7 @@ import warnings
 import zipfile
 from typing import Any
 
-__all__ = ["TAG", "folder", "install", "kernel_cache", "loads", "root", "use"]
+__all__ = ["TAG", "folder", "install", "kernel_cache", "loads", "root", "use", "why_not"]
 
 #: Load shipped kernels (``colcep warmup --host-tuned`` and ``make kernels`` turn it off)
 use: bool = os.environ.get("COLCEP_SHIPPED_KERNELS", "1") != "0"
@@ -111,6 +111,22 @@ def _warn(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
+def why_not() -> str | None:
+    """Why this process compiles rather than load the shipped kernels, in words (None when
+    colcep ships a build for it, or none at all)."""
+    if not use:
+        return "COLCEP_SHIPPED_KERNELS=0"
+    if folder() is not None:
+        return None
+    try:
+        tags = sorted(d for d in os.listdir(root()) if os.path.isdir(os.path.join(root(), d)))
+    except OSError:
+        return None
+    if not tags:
+        return None
+    return f"colcep ships them compiled for {', '.join(tags)}, not for this {TAG}"
+
+
 def loads() -> int:
     """How many kernel specialisations this process loaded from the shipped build."""
     return _LOADS[0]
@@ -129,7 +145,10 @@ def install() -> None:
     it, after ``kernel_cache.install``, before any kernel module is imported."""
     from numba.core.dispatcher import Dispatcher
 
-    from colcep.engine.kernel_cache import KERNELS
+    from colcep.engine import kernel_cache as machine
+
+    machine.why_compiled = why_not  # (the compile notice says why nothing shipped applies)
+    KERNELS = machine.KERNELS
 
     numba_own = Dispatcher.enable_caching
     if getattr(numba_own, "colcep", False):
