@@ -132,6 +132,21 @@ def test_state_and_counts_add_up():
         mm.process(t.slice(0, 1))
 
 
+def test_the_input_rows_the_patterns_keep_count_once():
+    """Every pattern keeps the same input rows for its output columns: ``state_bytes`` counts
+    them once, not once per pattern (the desk's 20 patterns: 20 times)."""
+    t = make_ticks(20_000, 10, 4)
+    pats = {n: BENCHMARK_PATTERNS[n] for n in ("P3", "P5", "P1")}
+    mm = cc.ManyMatcher(pats, key="name", time="ts", columns=["price"])
+    mm.process(t.slice(0, 12_000))
+    mm.process(t.slice(12_000))
+    ms = list(mm.matchers.values())
+    blocks = {row0: tb.nbytes for m in ms for row0, tb in m._state.retained}  # the input's blocks by first row
+    assert sorted(blocks) == [0, 12_000] and [row0 for row0, _ in ms[2]._state.retained] == [12_000]  # (P1 dropped one)
+    kept = sum(m._state.retained_bytes() for m in ms)
+    assert mm.state_bytes == sum(m.state_bytes for m in ms) - kept + sum(blocks.values())
+
+
 def test_event_time_and_late_rows_as_each_pattern_alone():
     t = make_ticks(6000, 8, 9)
     rng = np.random.default_rng(2)

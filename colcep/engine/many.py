@@ -131,7 +131,11 @@ class ManyMatcher:
 
     @property
     def state_bytes(self) -> int:
-        return sum(m.state_bytes for m in self.matchers.values())
+        """Bytes the patterns' states hold (each Matcher's ``state_bytes``), the input rows they
+        keep for the output counted once: the patterns keep the same tables."""
+        ms = list(self.matchers.values())
+        kept = {id(t): t.nbytes for m in ms for _, t in m._state.retained}
+        return sum(m.state_bytes - m._state.retained_bytes() for m in ms) + sum(kept.values())
 
 
 def lockstep(ms: list[Matcher]) -> None:
