@@ -54,7 +54,7 @@ bench: $(VENV)/.installed
 
 dist: $(VENV)/.installed
 	$(PY) -m colcep.tools.prebuild --check || $(PY) -m colcep.tools.prebuild
-	$(PY) -m colcep.spark.ship dist
+	$(PY) -c 'import sys; from colcep.spark.ship import main; sys.exit(main(["dist"]))'  # (-m: runpy warns, colcep.spark imports it)
 
 kernels: $(VENV)/.installed
 	$(PY) -m colcep.tools.prebuild
