@@ -85,7 +85,8 @@ def _unpack(archive: str) -> str | None:
 
     prefix = f"colcep/prebuilt/{TAG}/"
     with zipfile.ZipFile(archive) as z:
-        members = [i for i in z.infolist() if i.filename.startswith(prefix) and not i.is_dir()]
+        members = [i for i in z.infolist() if i.filename.startswith(prefix) and not i.is_dir()
+                   and "/" not in i.filename[len(prefix):] and ".." not in i.filename[len(prefix):]]  # (flat files only)
         if not members:
             return None
         crc = 0
