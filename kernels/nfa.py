@@ -76,7 +76,7 @@ from .park import (PM_LIVE, PM_NK, crosses, emit_woken, fit_park, grow_park, loo
                    park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park,
                    take_woken, threshold_key, timeouts, wake_final)
 from .runs import deadline, expired, grow_runs, last_time, move_run, short_of_room, turn_v_arena
-from .vm import STACK, v_take
+from .vm import STACK, VW, v_take
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
 J, AO, HALF, NA, NH, NPEND, NM, NE, ROOM, DEAD, STAMP, KEY, ROW_LO, N_ROWS, N_EVENTS, PARKS = range(16)
@@ -97,6 +97,9 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
     p_node, p_sts, p_spos = done
     pend_node, pend_g, pend_flag, pend_tts = E
     n_row, n_stage, n_parent, n_ref, meta = buf
+    gap = prog[20]
+    if gap.shape[0] > 0:  # windows between consecutive events: any run may expire, not a prefix
+        return _advance_gaps(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick)
     cut = 0
     while window > 0 and cut < na and ((final_tick and t == TIME_MAX) or expired(t, W_sts[ao + cut], window)):
         cut += 1
@@ -121,6 +124,58 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
     return True, ao + cut, na - cut, npot, npend  # the survivors stay where they are
 
 
+@njit(cache=True, nogil=True, inline="always")
+def last_taken(W_v, vs, base):
+    """A run's time of its last taken event, kept in its V's last group as two exact halves."""
+    return (np.int64(W_v[vs + base]) << 32) + np.int64(W_v[vs + base + 1])
+
+
+@njit(cache=True, nogil=True)
+def _advance_gaps(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
+    """``advance_time`` of a program with windows between consecutive events (Flink's
+    PREVIOUS_AND_CURRENT and ``times(n, window)``): a run expires when its state's window
+    has passed since its last taken event (``t - last >= gap``) or the pattern's since its
+    start; the survivors are compacted in place, in start order."""
+    st_kind, gap = prog[0], prog[20]
+    window, want_timeouts = opts[0], opts[3]
+    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = W[0], W[1], W[2], W[3], W[4], W[5], W[6]
+    p_node, p_sts, p_spos = done
+    pend_node, pend_g, pend_flag, pend_tts = E
+    n_row, n_stage, n_parent, n_ref, meta = buf
+    vw = prog[12].shape[0] * VW
+    base = vw - VW
+    end = final_tick and t == TIME_MAX
+    npot = 0
+    w = ao
+    for i in range(ao, ao + na):
+        s = W_state[i]
+        by_window = window > 0 and (end or expired(t, W_sts[i], window))
+        gi = gap[s]
+        last = last_taken(W_v, W_vs[i] * vw, base) if gi > 0 else 0
+        by_gap = gi > 0 and (end or expired(t, last, gi))
+        if not (by_window or by_gap):
+            if w != i:
+                move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)
+            w += 1
+        elif st_kind[s] == PENDING:
+            p_node[npot] = W_node[i]
+            p_sts[npot] = W_sts[i]
+            p_spos[npot] = W_spos[i]
+            npot += 1
+        else:
+            if want_timeouts:
+                n_ref[W_node[i]] += 1
+                pend_node[npend] = W_node[i]
+                pend_g[npend] = g
+                pend_flag[npend] = 1
+                pend_tts[npend] = deadline(last, gi) if by_gap else deadline(W_sts[i], window)
+                npend += 1
+            release(n_row, n_stage, n_parent, n_ref, meta, W_node[i])
+    if w == ao + na:
+        return False, ao, na, 0, npend
+    return True, ao, w - ao, npot, npend
+
+
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a_half, dead, stamp, min_wake,
                         row_lo, n_rows, jc, row, t, g, PK, parking, stop, P, k):
@@ -138,6 +193,7 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
     (st_kind, st_stage, start_state, tr_ptr, tr_act, tr_tgt, tr_cond, cond_kind, cond_a, cond_b, code, consts,
      vg_stage, vg_col, cond_thr, sleep_cond, st_rel, st_merge) = prog[:18]
     window = opts[0]
+    timed_gaps = prog[20].shape[0] > 0  # (a run's last taken time in its V's last group: _advance_gaps)
     per_run, merging, vw = mode[0], mode[2], mode[3]
     order, ts, masks, cols, start_mask = batch[1], batch[3], batch[4], batch[5], batch[6]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = W
@@ -329,6 +385,9 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                         W_v[xo + jj] = W_v[voff + jj]
                     if stg >= 0:
                         v_take(W_v, xo, vg_stage, vg_col, stg, cols, row, g)
+                        if timed_gaps:  # the time of its last taken event, in two exact halves
+                            W_v[xo + vw - VW] = np.float64(t >> 32)
+                            W_v[xo + vw - VW + 1] = np.float64(t & 0xFFFFFFFF)
                     wake = jc + 1  # the next event this run must see
                     if parking and pk_idx[s1] >= 0:
                         wake = BIG  # parked after this step: the park wakes it

@@ -58,8 +58,7 @@ def case_table(case: dict) -> pa.Table:
 
 # ----------------------------------------------------------------------------- engines
 def compiles(case: dict) -> bool:
-    """Does the engine compile the case's pattern (random cases may combine what colcep refuses;
-    windows between consecutive events are not run by its kernels yet)?"""
+    """Does the engine compile the case's pattern (random cases may combine what colcep refuses)?"""
     try:
         cc.compile(case_pattern(case))
         return True
@@ -67,13 +66,6 @@ def compiles(case: dict) -> bool:
         return False
 
 
-def kernel_cases(paths) -> list[dict]:
-    """The cases of ``paths`` the engine's kernels run: all but those with windows between
-    consecutive events, which run on the reference until the kernels run them
-    (``test_conformance.py`` holds the engine to refusing them clearly)."""
-    from colcep.engine.compiler import compile_pattern
-
-    return [c for c in load_cases(paths) if not compile_pattern(case_pattern(c)).has_gap_windows]
 
 
 def feed(m: cc.Matcher, tbl: pa.Table, sizes) -> pa.Table:

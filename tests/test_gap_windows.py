@@ -1,8 +1,8 @@
 """Windows between consecutive events (Flink's ``within(t, WithinType.PREVIOUS_AND_CURRENT)`` and
 ``times(n, window)``): the Pattern API, the document form, where the compiler puts them (Flink's
 ``windowTimes``: NFACompilerTest), the plain-Python reference on Flink's own tests (the corpus's
-``conformance/flink/WithinPreviousAndCurrent.json``, run by test_conformance.py), and the engine's
-clear refusal until its kernels run them."""
+``conformance/flink/WithinPreviousAndCurrent.json``, run by test_conformance.py and test_state.py),
+and what the engine adds: the next deadline, the bound against the pattern's window in time units."""
 import warnings
 
 import pytest
@@ -99,11 +99,36 @@ def test_document_form_round_trips_and_needs_version_3():
     assert '"version": 1' in plain and "gap" not in plain and '"within": "10s"' in plain
 
 
-def test_the_engine_refuses_them_clearly_for_now():
-    p = cc.Pattern.begin("a").followed_by("b").within(9, between=PC)
-    with pytest.raises(cc.PatternError, match="between consecutive events \\(on stage 'b'.*not run by colcep's "
-                                              "kernels yet"):
-        cc.compile(p)
+def _events(*rows):
+    import pyarrow as pa
+
+    return pa.table({"name": [r[0] for r in rows], "ts": pa.array([r[1] for r in rows], pa.int64())})
+
+
+def test_the_next_deadline_is_the_nearest_window_of_a_live_run():
+    """A run waiting in a windowed state times out ``gap`` after its last taken event: a stream's
+    next deadline (``Matcher.next_deadline``) says when, with or without the pattern's window."""
+    p = (cc.Pattern.begin("a").where(col("name") == "a").followed_by("b").where(col("name") == "b")
+         .within(5, between=PC))
+    m = cc.Matcher(p, time="ts", timeouts=True)
+    assert m.process(_events(("a", 1), ("x", 2))).num_rows == 0
+    assert m.next_deadline == 6  # a@1 + 5
+    m.process(_events(("a", 3)))
+    assert m.next_deadline == 6  # still the first run's
+    out = m.process(_events(("x", 6)))  # time 6: the first run times out at 1 + 5, the second lives
+    assert out.column("timed_out").to_pylist() == [True] and out.column("timeout_ts").to_pylist() == [6]
+    assert m.next_deadline == 8
+    q = (cc.Pattern.begin("a").where(col("name") == "a").followed_by("b").where(col("name") == "b")
+         .followed_by("c").where(col("name") == "c").within(5, between=PC).within(8))
+    w = cc.Matcher(q, time="ts")
+    w.process(_events(("a", 1), ("b", 6)))
+    assert w.next_deadline == 9  # the pattern's window (1 + 8) is nearer than c's (6 + 5)
+
+
+def test_a_window_between_events_longer_than_the_patterns_is_refused_in_time_units():
+    p = cc.Pattern.begin("a").followed_by("b").within("2s", between=PC).within(1500)  # (1500 ms)
+    with pytest.raises(cc.PatternError, match="longer than the pattern's window"):
+        cc.Matcher(p, time="ts").process(_events(("a", 1)))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cc.ColcepWarning)  # (the ignored window above: no state window, runs)
+        warnings.simplefilter("ignore", cc.ColcepWarning)  # (an ignored window: a quantified stage's)
         assert cc.compile(cc.Pattern.begin("a").followed_by("b").times(2).within(9, between=PC))

@@ -18,11 +18,11 @@ import colcep as cc
 from colcep import col, last
 from colcep.engine.codec import FORMAT, MAGIC
 from colcep.kernels.compact import compact_buffer
-from conformance import CORPUS, case_pattern, case_table, feed, kernel_cases
+from conformance import CORPUS, case_pattern, case_table, feed, load_cases
 from interrupts import assert_ctrl_c_stops_cleanly
 from randcase import cases
 
-CASES = kernel_cases([CORPUS])
+CASES = load_cases([CORPUS])
 I64 = np.iinfo(np.int64)
 
 RISE = (cc.Pattern.begin("a").where(col("price") > 10)

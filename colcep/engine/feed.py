@@ -109,7 +109,7 @@ def _step_shard(m: Matcher, part, s: int, lay: layout.Layout, cols: _ShardColumn
     masks, values, start = m._conditions(cols.env(arrival), cols.rows.shape[0], cols.conditions)
     calls = lay.calls[s]
     base = int(lay.shard_lo[s])
-    tables = prog.tables()
+    tables = prog.tables(m._bound.gap)
     nm = ne = 0
     status = np.zeros(3, np.int64)
     for c in calls:

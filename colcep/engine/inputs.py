@@ -67,6 +67,7 @@ class Binding:
     window: int
     unit: str
     delay: int | None
+    gap: np.ndarray = None  # per state, its window between consecutive events in time units (0: none)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,9 @@ class InputSpec:
                              error=InputError)
             if delay < 0:
                 raise InputError(f"out_of_orderness must be >= 0, got {self.out_of_orderness!r}")
-        return Binding(schema=schema, kinds=kinds, window=self._window_units(unit), unit=unit, delay=delay)
+        window = self._window_units(unit)
+        return Binding(schema=schema, kinds=kinds, window=window, unit=unit, delay=delay,
+                       gap=self.program.gap_units(unit, window))
 
     def normalize(self, tbl: pa.Table, b: Binding) -> pa.Table:
         """The batch in the bound schema (columns selected, types cast exactly), checked."""

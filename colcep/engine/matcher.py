@@ -31,6 +31,7 @@ from colcep.kernels import arrays as karr
 from colcep.kernels import buffer as kbuf
 from colcep.kernels import nfa as knfa
 from colcep.kernels.codes import OK, TIME_MAX
+from colcep.kernels.vm import VW
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -246,11 +247,21 @@ class Matcher:
         its oldest partial or held match (None without one, or without a window). A watermark
         at that time times it out; the deadline only moves later."""
         st, b = self._state, self._bound
-        if b is None or b.window <= 0:
+        gaps = b is not None and b.gap is not None and bool(b.gap.any())
+        if b is None or (b.window <= 0 and not gaps):
             return None
-        starts = [int(a.min()) for p in st.parts() for a in (p.runs.start_ts, p.held.start_ts, p.park.start_ts())
-                  if a.shape[0]]
-        return min(min(s + b.window, int(TIME_MAX)) for s in starts) if starts else None
+        ends = []
+        if b.window > 0:
+            ends = [min(int(a.min()) + b.window, int(TIME_MAX)) for p in st.parts()
+                    for a in (p.runs.start_ts, p.held.start_ts, p.park.start_ts()) if a.shape[0]]
+        if gaps:  # a run's window since its last taken event (kept in its V's last two floats)
+            for p in st.parts():
+                w = b.gap[p.runs.state]
+                if w.any():
+                    last = (p.runs.v[:, -VW].astype(np.int64) << 32) + p.runs.v[:, -VW + 1].astype(np.int64)
+                    last, w = last[w > 0], w[w > 0]
+                    ends.append(int(np.where(last > TIME_MAX - w, TIME_MAX, last + w).min()))
+        return min(ends) if ends else None
 
     @property
     def matches_emitted(self) -> int:

@@ -13,7 +13,7 @@ Matcher binds its first batch).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -31,6 +31,7 @@ from colcep.pattern import Pattern, with_key
 PARK_MIN = 64
 
 PROGRAM_VERSION = 1  # bump when the tables' meaning changes: snapshots record it in the fingerprint
+_NO_GAP = np.zeros(0, np.int64)  # a program without windows between events
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,9 +60,25 @@ class CompiledPattern:
         """Floats of a run's aggregate vector V (at least one)."""
         return max(1, self.lowered.v_width)
 
-    def tables(self) -> tuple:
-        """The program tables, ``kernels.nfa.run_batch``'s ``prog`` group."""
-        return self._tables
+    def tables(self, gap: np.ndarray | None = None) -> tuple:
+        """The program tables, ``kernels.nfa.run_batch``'s ``prog`` group; the last, ``gap``, the
+        windows between consecutive events per state in time units (``gap_units``; empty: none)."""
+        return self._tables + (_NO_GAP if gap is None or not self.nfa.has_gap_windows else gap,)
+
+    def gap_units(self, unit: str, window: int) -> np.ndarray:
+        """Per state, its window between consecutive events in ``unit`` (0: none); a window longer
+        than the pattern's (``window``, 0: none) is refused, as Flink does."""
+        from colcep.durations import to_units
+
+        out = np.zeros(len(self.nfa.state_window), np.int64)
+        for s, w in enumerate(self.nfa.state_window):
+            if w is not None:
+                out[s] = to_units(w, unit, "window", error=PatternError)
+                if window > 0 and out[s] > window:
+                    raise PatternError(
+                        f"the window between the previous and the current event of state {self.nfa.state_names[s]!r} "
+                        f"({w!r}) is longer than the pattern's window between its first and last event")
+        return out
 
     @cached_property
     def _tables(self) -> tuple:
@@ -117,17 +134,19 @@ def compile(pattern: "Pattern | CompiledPattern") -> CompiledPattern:  # noqa: A
     if not isinstance(pattern, Pattern):
         raise PatternError(f"expected a colcep Pattern, got {type(pattern).__name__}")
     nfa = compile_pattern(pattern)
-    if nfa.has_gap_windows:
-        stages = sorted({nfa.state_names[s].split(":")[0] for s, w in enumerate(nfa.state_window) if w is not None})
-        raise PatternError(
-            f"a window between consecutive events (on stage {', '.join(map(repr, stages))}: within(..., "
-            "between='previous_and_current') or times(..., within=)) is not run by colcep's kernels yet; "
-            "within() of the whole pattern is")
     literals: dict = {}
     lw = cond.lower(nfa.conditions, nfa.stage_names, literals)
+    if nfa.has_gap_windows:  # a last V group holds a run's last taken time (kernels.nfa.advance_time)
+        lw = replace(lw, vg_stage=np.append(lw.vg_stage, np.int32(-2)).astype(lw.vg_stage.dtype),
+                     vg_col=np.append(lw.vg_col, -1).astype(lw.vg_col.dtype),
+                     cond_groups=np.hstack([lw.cond_groups, np.zeros((lw.cond_groups.shape[0], 1),
+                                                                    lw.cond_groups.dtype)]))
     st_rel, st_merge = cond.merge_tables(nfa, lw)
     sleep = kgraph.sleep_conditions(nfa.state_kind, nfa.trans_ptr, nfa.trans_action, nfa.trans_target,
                                   nfa.trans_cond, lw.cond_kind, lw.cond_a)
+    if nfa.has_gap_windows:  # every run is stepped at every event: none waits, parks or merges
+        sleep = np.full_like(sleep, -1)
+        st_merge = np.zeros_like(st_merge)
     bounds = tuple(int(x) for x in kgraph.dfs_bounds(nfa.trans_ptr, nfa.trans_action, nfa.trans_target,
                                                     nfa.n_states))
     skip = pattern.skip_strategy

@@ -153,6 +153,8 @@ def _heap_key(prog: CompiledPattern, s: int, voff: str) -> str:
 def unsupported(prog: CompiledPattern) -> str | None:
     """Why this generator cannot write ``prog``'s step yet (None: it can, for any options)."""
     p = prog.nfa
+    if p.has_gap_windows:
+        return "windows between consecutive events"
     for s in range(p.n_states):
         kind = _kind(prog, s)
         if kind in (kc.FINAL, kc.STOP):  # (no run is listed in a STOP state: reaching it discards)
