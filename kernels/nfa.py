@@ -94,9 +94,6 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
     st_kind = prog[0]
     window, want_timeouts = opts[0], opts[3]
     W_state, W_node, W_sts, W_spos = W[0], W[1], W[2], W[3]
-    p_node, p_sts, p_spos = done
-    pend_node, pend_g, pend_flag, pend_tts = E
-    n_row, n_stage, n_parent, n_ref, meta = buf
     gap = prog[20]
     if gap.shape[0] > 0:  # windows between consecutive events: any run may expire, not a prefix
         return _advance_gaps(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick)
@@ -107,21 +104,33 @@ def advance_time(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
         return False, ao, na, 0, npend
     npot = 0
     for i in range(ao, ao + cut):
-        if st_kind[W_state[i]] == PENDING:
-            p_node[npot] = W_node[i]
-            p_sts[npot] = W_sts[i]
-            p_spos[npot] = W_spos[i]
-            npot += 1
-        else:
-            if want_timeouts:
-                n_ref[W_node[i]] += 1
-                pend_node[npend] = W_node[i]
-                pend_g[npend] = g
-                pend_flag[npend] = 1
-                pend_tts[npend] = deadline(W_sts[i], window)
-                npend += 1
-            release(n_row, n_stage, n_parent, n_ref, meta, W_node[i])
+        npot, npend = _expire(st_kind[W_state[i]] == PENDING, W_node[i], W_sts[i], W_spos[i],
+                              deadline(W_sts[i], window), done, E, buf, npot, npend, g, want_timeouts)
     return True, ao + cut, na - cut, npot, npend  # the survivors stay where they are
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _expire(pending, node, sts, spos, tts, done, E, buf, npot, npend, g, want_timeouts):
+    """A run whose window has passed: a PENDING one (trailing ``not_followed_by``) completes,
+    listed in ``done``; any other times out at ``tts`` (listed in ``E`` when timed-out partial
+    matches are wanted) and lets go of its node. Returns ``npot``, ``npend``."""
+    p_node, p_sts, p_spos = done
+    pend_node, pend_g, pend_flag, pend_tts = E
+    n_row, n_stage, n_parent, n_ref, meta = buf
+    if pending:
+        p_node[npot] = node
+        p_sts[npot] = sts
+        p_spos[npot] = spos
+        return npot + 1, npend
+    if want_timeouts:
+        n_ref[node] += 1
+        pend_node[npend] = node
+        pend_g[npend] = g
+        pend_flag[npend] = 1
+        pend_tts[npend] = tts
+        npend += 1
+    release(n_row, n_stage, n_parent, n_ref, meta, node)
+    return npot, npend
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -139,9 +148,6 @@ def _advance_gaps(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
     st_kind, gap = prog[0], prog[20]
     window, want_timeouts = opts[0], opts[3]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = W[0], W[1], W[2], W[3], W[4], W[5], W[6]
-    p_node, p_sts, p_spos = done
-    pend_node, pend_g, pend_flag, pend_tts = E
-    n_row, n_stage, n_parent, n_ref, meta = buf
     vw = prog[12].shape[0] * VW
     base = vw - VW
     end = final_tick and t == TIME_MAX
@@ -157,20 +163,10 @@ def _advance_gaps(prog, opts, W, done, E, buf, ao, na, npend, t, g, final_tick):
             if w != i:
                 move_run(W_state, W_node, W_sts, W_spos, W_wake, W_vs, i, w)
             w += 1
-        elif st_kind[s] == PENDING:
-            p_node[npot] = W_node[i]
-            p_sts[npot] = W_sts[i]
-            p_spos[npot] = W_spos[i]
-            npot += 1
         else:
-            if want_timeouts:
-                n_ref[W_node[i]] += 1
-                pend_node[npend] = W_node[i]
-                pend_g[npend] = g
-                pend_flag[npend] = 1
-                pend_tts[npend] = deadline(last, gi) if by_gap else deadline(W_sts[i], window)
-                npend += 1
-            release(n_row, n_stage, n_parent, n_ref, meta, W_node[i])
+            npot, npend = _expire(st_kind[s] == PENDING, W_node[i], W_sts[i], W_spos[i],
+                                  deadline(last, gi) if by_gap else deadline(W_sts[i], window), done, E, buf, npot,
+                                  npend, g, want_timeouts)
     if w == ao + na:
         return False, ao, na, 0, npend
     return True, ao, w - ao, npot, npend
