@@ -129,6 +129,10 @@ def test_a_window_between_events_longer_than_the_patterns_is_refused_in_time_uni
     p = cc.Pattern.begin("a").followed_by("b").within("2s", between=PC).within(1500)  # (1500 ms)
     with pytest.raises(cc.PatternError, match="longer than the pattern's window"):
         cc.Matcher(p, time="ts").process(_events(("a", 1)))
+    huge = cc.Pattern.begin("a").followed_by("b").within(2**62, between=PC)  # (int64 extremes: ns)
+    with pytest.raises(cc.PatternError, match="beyond the int64 range of the time column"):
+        cc.Matcher(huge.within("300000d", between=PC), time="ts", time_unit="ns").process(_events(("a", 1)))
+    assert cc.Matcher(huge, time="ts", time_unit="ns").process(_events(("a", 1))).num_rows == 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cc.ColcepWarning)  # (an ignored window: a quantified stage's)
         assert cc.compile(cc.Pattern.begin("a").followed_by("b").times(2).within(9, between=PC))

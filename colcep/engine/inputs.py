@@ -133,7 +133,7 @@ class InputSpec:
                 raise InputError(f"out_of_orderness must be >= 0, got {self.out_of_orderness!r}")
         window = self._window_units(unit)
         return Binding(schema=schema, kinds=kinds, window=window, unit=unit, delay=delay,
-                       gap=self.program.gap_units(unit, window))
+                       gap=self._gap_units(unit, window))
 
     def normalize(self, tbl: pa.Table, b: Binding) -> pa.Table:
         """The batch in the bound schema (columns selected, types cast exactly), checked."""
@@ -181,13 +181,30 @@ class InputSpec:
 
     def _window_units(self, unit: str) -> int:
         w = self.program.pattern.window
-        if w is None:
-            return 0
-        units = to_units(w, unit, "window", error=PatternError)
-        if units > TIME_MAX:
-            raise PatternError(f"window {w!r} is {units} {unit}, beyond the int64 range of the time column; "
-                               "use a shorter window or drop within()")
-        return units
+        return 0 if w is None else _in_units(w, unit)
+
+    def _gap_units(self, unit: str, window: int) -> np.ndarray:
+        """Per state, its window between consecutive events in ``unit`` (0: none); one longer
+        than the pattern's window (``window``, 0: none) is refused, as Flink does."""
+        nfa = self.program.nfa
+        out = np.zeros(len(nfa.state_window), np.int64)
+        for s, w in enumerate(nfa.state_window):
+            if w is not None:
+                out[s] = _in_units(w, unit)
+                if window > 0 and out[s] > window:
+                    raise PatternError(
+                        f"the window between the previous and the current event of state {nfa.state_names[s]!r} "
+                        f"({w!r}) is longer than the pattern's window between its first and last event")
+        return out
+
+
+def _in_units(w: Any, unit: str) -> int:
+    """A window ``w`` in ``unit``, within the int64 range of the time column."""
+    units = to_units(w, unit, "window", error=PatternError)
+    if units > TIME_MAX:
+        raise PatternError(f"window {w!r} is {units} {unit}, beyond the int64 range of the time column; "
+                           "use a shorter window or drop within()")
+    return units
 
 
 def _stage_conditions(p: Pattern) -> Iterator[tuple[str, Expr]]:

@@ -62,23 +62,8 @@ class CompiledPattern:
 
     def tables(self, gap: np.ndarray | None = None) -> tuple:
         """The program tables, ``kernels.nfa.run_batch``'s ``prog`` group; the last, ``gap``, the
-        windows between consecutive events per state in time units (``gap_units``; empty: none)."""
+        windows between consecutive events per state in time units (``Binding.gap``; empty: none)."""
         return self._tables + (_NO_GAP if gap is None or not self.nfa.has_gap_windows else gap,)
-
-    def gap_units(self, unit: str, window: int) -> np.ndarray:
-        """Per state, its window between consecutive events in ``unit`` (0: none); a window longer
-        than the pattern's (``window``, 0: none) is refused, as Flink does."""
-        from colcep.durations import to_units
-
-        out = np.zeros(len(self.nfa.state_window), np.int64)
-        for s, w in enumerate(self.nfa.state_window):
-            if w is not None:
-                out[s] = to_units(w, unit, "window", error=PatternError)
-                if window > 0 and out[s] > window:
-                    raise PatternError(
-                        f"the window between the previous and the current event of state {self.nfa.state_names[s]!r} "
-                        f"({w!r}) is longer than the pattern's window between its first and last event")
-        return out
 
     @cached_property
     def _tables(self) -> tuple:

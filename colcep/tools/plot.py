@@ -254,8 +254,12 @@ def _match_batches(matches: Any, columns: Sequence[Any]) -> "tuple[Iterator[pa.R
     """The record batches of those of ``columns`` a match table or folder has (a folder read a
     batch at a time), and its column names."""
     if isinstance(matches, (str, os.PathLike)):
+        import pyarrow.dataset as ds
+
         d = _dataset(matches)
         cols = [c for c in dict.fromkeys(columns) if c is not None and c in d.schema.names]
+        if isinstance(d.format, ds.ParquetFileFormat):  # a row group at a time: little memory
+            return parquet_batches(str(matches), [PATTERN_COL], cols, 1 << 20), d.schema.names
         return d.to_batches(columns=cols), d.schema.names
     t = as_table(matches)
     cols = [c for c in dict.fromkeys(columns) if c is not None and c in t.column_names]
@@ -427,9 +431,7 @@ def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str 
     mine: list = []
 
     def batches() -> Iterator[pa.RecordBatch]:
-        cols = [c for c in dict.fromkeys(wanted) if c is not None and c in names]
-        parquet = isinstance(d.format, ds.ParquetFileFormat)  # (a row group at a time: little memory)
-        for b in parquet_batches(str(out_dir), [PATTERN_COL], cols, 1 << 20) if parquet else d.to_batches(columns=cols):
+        for b in _match_batches(out_dir, wanted)[0]:
             if key is not None and key_value is not None:
                 mine.append(b.filter(pc.equal(b.column(key), pa.scalar(key_value, b.schema.field(key).type))))
             yield b
