@@ -94,6 +94,23 @@ def run_table(case: dict, want_timeouts: bool, tier: str = "generic", batch_rows
     return pa.concat_tables(parts)
 
 
+def snapshot_every_boundary(case: dict, timeouts: bool) -> tuple[pa.Table, pa.Table]:
+    """(the output fed whole, the output fed a row at a time with a snapshot and a restore after
+    every row): the two must be equal."""
+    prog = cc.compile(case_pattern(case))
+    tbl = case_table(case)
+    key = case["pattern"].get("key")
+    whole = cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None)
+    expected = pa.concat_tables([whole.process(tbl), whole.close()])
+    m = cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None)
+    parts = []
+    for i in range(tbl.num_rows):
+        parts.append(m.process(tbl.slice(i, 1)))
+        m = cc.Matcher.restore(prog, m.snapshot())
+    parts.append(m.close())
+    return expected, pa.concat_tables(parts)
+
+
 def engine_colcep(case: dict, want_timeouts: bool, tier: str = "generic",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES):
     """Run the case through colcep's Matcher; returns (matches, timeouts) as lists of

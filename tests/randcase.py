@@ -99,3 +99,42 @@ def _case(draw, stages, within, skipd, max_events):
     key = draw(st.sampled_from([None, None, "grp"]))
     return {"id": "random", "events": events, "expected": [], "expected_timeouts": [],
             "pattern": {"key": key, "stages": stages, "within_ms": within, "skip": skipd}}
+
+
+def _with_gaps(case: dict, gap_of) -> dict:
+    """``case`` with ``gap_of(stage)`` (None: none) as each stage's window between events (a
+    stage's ``gap``; a quantified stage's ``within``, Flink's ``times(n, window)``): version 3."""
+    out = {**case, "pattern": {**case["pattern"], "version": 3, "stages": []}}
+    for s in case["pattern"]["stages"]:
+        s = dict(s)
+        w = gap_of(s)
+        if w is not None and s["group"] is None:
+            if s["quantifier"] is not None:
+                s["quantifier"] = {**s["quantifier"], "within": w}
+            else:
+                s["gap"] = w
+        out["pattern"]["stages"].append(s)
+    return out
+
+
+@st.composite
+def gap_cases(draw, max_events=14):
+    """Random cases with windows between consecutive events on some of their stages: Flink's
+    ``within(w, PREVIOUS_AND_CURRENT)`` on single-event stages (the first one's never applies),
+    ``times(n, w)`` on quantified ones; each at most the pattern's window (longer is refused)."""
+    case = draw(cases(max_events=max_events))
+    window = case["pattern"]["within_ms"]
+    top = 8 if window is None else window
+
+    def gap_of(s):
+        return draw(st.sampled_from([None, None, draw(st.integers(1, top))]))
+    return _with_gaps(case, gap_of)
+
+
+def never_reached(case: dict) -> dict:
+    """``case`` with a window between events on every stage that never cuts a run short: the
+    pattern's own window (a gap is measured from a later event than the match's first, so it
+    passes only after the pattern's window has), or one longer than the stream without one."""
+    window = case["pattern"]["within_ms"]
+    span = max((e["ts"] for e in case["events"]), default=0) + 1
+    return _with_gaps(case, lambda s: span if window is None else window)

@@ -2,15 +2,23 @@
 ``times(n, window)``): the Pattern API, the document form, where the compiler puts them (Flink's
 ``windowTimes``: NFACompilerTest), the plain-Python reference on Flink's own tests (the corpus's
 ``conformance/flink/WithinPreviousAndCurrent.json``, run by test_conformance.py and test_state.py),
-and what the engine adds: the next deadline, the bound against the pattern's window in time units."""
+what the engine adds: the next deadline, the bound against the pattern's window in time units; and
+property tests: random patterns with random windows between events run as the reference runs them,
+in any batch split and restored at every boundary, and a window that is never reached changes nothing."""
 import warnings
+from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import colcep as cc
 from colcep import col
 from colcep.engine.compiler import compile_pattern
 from colcep.lang.json_format import PatternJSONError
+from conformance import (case_pattern, case_table, engine_colcep, engine_reference, feed, rows_to_matches,
+                         snapshot_every_boundary)
+from randcase import examples, gap_cases, never_reached
 
 PC = "previous_and_current"
 
@@ -136,3 +144,80 @@ def test_a_window_between_events_longer_than_the_patterns_is_refused_in_time_uni
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cc.ColcepWarning)  # (an ignored window: a quantified stage's)
         assert cc.compile(cc.Pattern.begin("a").followed_by("b").times(2).within(9, between=PC))
+
+
+# ----------------------------------------------------------------------------- properties
+PROPERTY = settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck),
+                    database=None)
+
+
+def _compiles(case) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cc.ColcepWarning)  # (a window on a quantified stage is ignored)
+        try:
+            cc.compile(case_pattern(case))
+            return True
+        except cc.PatternError:
+            return False
+
+
+def _canon(matches):
+    return Counter(tuple(sorted((k, tuple(v)) for k, v in m.items())) for m in matches)
+
+
+def _quiet(run):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cc.ColcepWarning)
+        return run()
+
+
+def _has_gap(case) -> bool:
+    return any("gap" in s or (s["quantifier"] or {}).get("within") for s in case["pattern"]["stages"])
+
+
+@PROPERTY
+@given(gap_cases(max_events=12), st.booleans())
+def test_windows_between_events_run_as_the_reference_runs_them(case, timeouts):
+    assume(_has_gap(case) and _compiles(case))
+    ref, ref_to = _quiet(lambda: engine_reference(case, timeouts))
+    got, got_to = _quiet(lambda: engine_colcep(case, timeouts))
+    assert _canon(got) == _canon(ref)
+    assert Counter((tuple(sorted((k, tuple(v)) for k, v in m.items())), ts) for m, ts in got_to) == \
+        Counter((tuple(sorted((k, tuple(v)) for k, v in m.items())), ts) for m, ts in ref_to)
+
+
+def _fed(case, sizes):
+    m = cc.Matcher(case_pattern(case), key=case["pattern"]["key"], time="ts", timeouts=True, columns=None)
+    return feed(m, case_table(case), sizes)
+
+
+@PROPERTY
+@given(gap_cases(max_events=14), st.lists(st.integers(0, 5), min_size=1, max_size=14))
+def test_windows_between_events_in_any_batch_split_and_restored_at_every_boundary(case, sizes):
+    assume(_has_gap(case) and _compiles(case))
+    whole = _quiet(lambda: _fed(case, [len(case["events"])]))
+    assert _quiet(lambda: _fed(case, sizes)).equals(whole)
+    expected, restored = _quiet(lambda: snapshot_every_boundary(case, True))
+    assert expected.equals(whole) and restored.equals(whole)
+
+
+@PROPERTY
+@given(gap_cases(max_events=14))
+def test_a_window_between_events_that_is_never_reached_changes_nothing(case):
+    """Metamorphic: a window between events as long as the pattern's (a gap starts at a later
+    event than the match, so it passes after the pattern's window) finds the same matches and times
+    out the same partial matches; one longer than the stream without a pattern's window finds the
+    same matches and times out only at the end of the stream (``close``, Flink's final watermark)."""
+    plain = {**case, "pattern": {**case["pattern"], "stages": [
+        {k: v for k, v in s.items() if k != "gap"} | {"quantifier": s["quantifier"] and
+                                                      {k: v for k, v in s["quantifier"].items() if k != "within"}}
+        for s in case["pattern"]["stages"]]}}
+    assume(_compiles(plain))
+    bounded = never_reached(plain)
+    assume(_compiles(bounded))
+    want, got = (rows_to_matches(_quiet(lambda c=c: _fed(c, [len(c["events"])])), True) for c in (plain, bounded))
+    assert got[0] == want[0]  # the same matches, in the same order
+    if case["pattern"]["within_ms"] is None:  # nothing times out until the end of the stream (close)
+        assert want[1] == [] and all(ts >= max(e["ts"] for e in case["events"]) + 1 for _, ts in got[1])
+    else:  # the same runs time out at the same events; a gap's timed-out match carries its own deadline
+        assert _canon([m for m, _ in got[1]]) == _canon([m for m, _ in want[1]])

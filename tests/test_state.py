@@ -18,7 +18,7 @@ import colcep as cc
 from colcep import col, last
 from colcep.engine.codec import FORMAT, MAGIC
 from colcep.kernels.compact import compact_buffer
-from conformance import CORPUS, case_pattern, case_table, feed, load_cases
+from conformance import CORPUS, case_pattern, feed, load_cases, snapshot_every_boundary
 from interrupts import assert_ctrl_c_stops_cleanly
 from randcase import cases
 
@@ -53,24 +53,9 @@ def test_compiled_program_is_picklable_and_fingerprinted():
 
 
 # ----------------------------------------------------------------------------- snapshots
-def _snapshot_every_boundary(case, timeouts):
-    prog = cc.compile(case_pattern(case))
-    tbl = case_table(case)
-    key = case["pattern"].get("key")
-    whole = cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None)
-    expected = pa.concat_tables([whole.process(tbl), whole.close()])
-    m = cc.Matcher(prog, key=key, time="ts", timeouts=timeouts, columns=None)
-    parts = []
-    for i in range(tbl.num_rows):
-        parts.append(m.process(tbl.slice(i, 1)))
-        m = cc.Matcher.restore(prog, m.snapshot())
-    parts.append(m.close())
-    return expected, pa.concat_tables(parts)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_snapshot_restore_at_every_boundary_equals_uninterrupted(case):
-    expected, got = _snapshot_every_boundary(case, case.get("expected_timeouts") is not None)
+    expected, got = snapshot_every_boundary(case, case.get("expected_timeouts") is not None)
     assert got.equals(expected)
 
 
@@ -81,7 +66,7 @@ def test_snapshot_restore_on_random_patterns(case):
         cc.compile(case_pattern(case))
     except cc.PatternError:
         assume(False)
-    expected, got = _snapshot_every_boundary(case, True)
+    expected, got = snapshot_every_boundary(case, True)
     assert got.equals(expected)
 
 
