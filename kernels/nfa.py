@@ -75,7 +75,8 @@ from .merge import merge_runs
 from .park import (PM_LIVE, PM_NK, crosses, emit_woken, fit_park, grow_park, look, min_spos, n_thresholds, park,
                    park_fits, park_pass, park_room, park_start, park_table, pool_room, prune, sort_by_path, start_park,
                    take_woken, threshold_key, timeouts, wake_final)
-from .runs import deadline, expired, grow_runs, last_time, move_run, short_of_room, turn_v_arena
+from .runs import (deadline, expired, grow_runs, last_taken, last_time, move_run, set_last_taken, short_of_room,
+                   turn_v_arena)
 from .vm import STACK, VW, v_take
 
 # the cursor ``cur`` (int64): one key's scalars between run_batch and _run_key calls
@@ -131,12 +132,6 @@ def _expire(pending, node, sts, spos, tts, done, E, buf, npot, npend, g, want_ti
         npend += 1
     release(n_row, n_stage, n_parent, n_ref, meta, node)
     return npot, npend
-
-
-@njit(cache=True, nogil=True, inline="always")
-def last_taken(W_v, vs, base):
-    """A run's time of its last taken event, kept in its V's last group as two exact halves."""
-    return (np.int64(W_v[vs + base]) << 32) + np.int64(W_v[vs + base + 1])
 
 
 @njit(cache=True, nogil=True)
@@ -381,9 +376,8 @@ def compute_next_states(prog, opts, mode, batch, W, done, aux, S, buf, ao, na, a
                         W_v[xo + jj] = W_v[voff + jj]
                     if stg >= 0:
                         v_take(W_v, xo, vg_stage, vg_col, stg, cols, row, g)
-                        if timed_gaps:  # the time of its last taken event, in two exact halves
-                            W_v[xo + vw - VW] = np.float64(t >> 32)
-                            W_v[xo + vw - VW + 1] = np.float64(t & 0xFFFFFFFF)
+                        if timed_gaps:  # the time of its last taken event
+                            set_last_taken(W_v, xo + vw - VW, t)
                     wake = jc + 1  # the next event this run must see
                     if parking and pk_idx[s1] >= 0:
                         wake = BIG  # parked after this step: the park wakes it

@@ -30,6 +30,20 @@ def deadline(sts, window):
     return sts + window
 
 
+@njit(cache=True, nogil=True, inline="always")
+def last_taken(W_v, vs, base):
+    """A run's time of its last taken event (a pattern with windows between consecutive events
+    keeps it in its V's last group, at ``W_v[vs + base]``, as two exact halves of the int64)."""
+    return (np.int64(W_v[vs + base]) << 32) + np.int64(W_v[vs + base + 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def set_last_taken(W_v, at, t):
+    """Keep ``t`` as the time of a run's last taken event at ``W_v[at]`` (``last_taken``'s form)."""
+    W_v[at] = np.float64(t >> 32)
+    W_v[at + 1] = np.float64(t & 0xFFFFFFFF)
+
+
 @njit(cache=True, nogil=True)
 def grow_runs(W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, ao, na, cap, vw):
     """Work arrays for ``cap`` runs a half, the current list (``ao``, ``na``) moved to offset 0

@@ -1,9 +1,6 @@
 """Every case of the conformance corpus (``conformance/``, expected output from the real Flink CEP 2.3),
 through the Numba engine and through the plain-Python reference, one test per case.
 
-The cases of windows between consecutive events (``flink/WithinPreviousAndCurrent.json``) run on
-the generic kernel in every tier: the compiled step's generator does not write them (yet).
-
 A missing or empty corpus is a collection error, never an empty parameter set (which pytest would
 report as a skip)."""
 import json
@@ -13,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import colcep as cc
-from colcep.engine import codegen, stepgen
+from colcep.engine import codegen
 from colcep.engine.compiler import compile_pattern
 from conformance import CORPUS, case_pattern, check_case, compare, load_cases, rows_to_matches, tiers_agree
 
@@ -47,9 +43,6 @@ def test_compiled_tier(case, monkeypatch):
     generated step runs as Python (``codegen.JIT`` False): the source Numba compiles, without a
     compile per shape; ``test_stepgen.py`` and ``test_tiers.py`` compile it."""
     monkeypatch.setattr(codegen, "JIT", False)
-    if case["id"] in GAPS:  # (the generic kernel runs them: test_engine, and test_state in 1-row batches)
-        assert stepgen.unsupported(cc.compile(case_pattern(case))) == "windows between consecutive events"
-        return
     timeouts = case.get("expected_timeouts") is not None
     whole = tiers_agree(case, timeouts)
     diff = compare(case, *rows_to_matches(whole, timeouts))

@@ -4,7 +4,8 @@
 ``conformance/flink/WithinPreviousAndCurrent.json``, run by test_conformance.py and test_state.py),
 what the engine adds: the next deadline, the bound against the pattern's window in time units; and
 property tests: random patterns with random windows between events run as the reference runs them,
-in any batch split and restored at every boundary, and a window that is never reached changes nothing."""
+in any batch split and restored at every boundary, the same in the compiled step as in the generic
+kernel, and a window that is never reached changes nothing."""
 import warnings
 from collections import Counter
 
@@ -16,8 +17,9 @@ import colcep as cc
 from colcep import col
 from colcep.engine.compiler import compile_pattern
 from colcep.lang.json_format import PatternJSONError
+from colcep.engine import codegen
 from conformance import (case_pattern, case_table, engine_colcep, engine_reference, feed, rows_to_matches,
-                         snapshot_every_boundary)
+                         snapshot_every_boundary, tiers_agree)
 from randcase import examples, gap_cases, never_reached
 
 PC = "previous_and_current"
@@ -199,6 +201,19 @@ def test_windows_between_events_in_any_batch_split_and_restored_at_every_boundar
     assert _quiet(lambda: _fed(case, sizes)).equals(whole)
     expected, restored = _quiet(lambda: snapshot_every_boundary(case, True))
     assert expected.equals(whole) and restored.equals(whole)
+
+
+@PROPERTY
+@given(gap_cases(max_events=14), st.booleans())
+def test_windows_between_events_through_the_compiled_step(case, timeouts):
+    """The generated step (run as Python: ``codegen.JIT`` False) keeps a run's last taken time as
+    the generic kernel does: the same tables and live partial matches in every split, restored."""
+    assume(_has_gap(case) and _compiles(case))
+    codegen.JIT, jit = False, codegen.JIT  # (hypothesis: no function-scoped monkeypatch)
+    try:
+        _quiet(lambda: tiers_agree(case, timeouts, sizes=(None, 1, 3)))
+    finally:
+        codegen.JIT = jit
 
 
 @PROPERTY

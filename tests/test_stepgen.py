@@ -35,14 +35,15 @@ def interpreted(monkeypatch):
 
 def test_the_corpus_has_cases_of_the_generated_shapes():
     """Every corpus case is of a generated shape: negation (``not_next``, ``not_followed_by``,
-    STOP and PENDING states) included."""
-    assert len(CASES) == 825 and len(GENERATED) == 813  # all but the 12 windows between events (test_conformance)
+    STOP and PENDING states) and windows between consecutive events included."""
+    assert len(CASES) == 825 and len(GENERATED) == 825
     assert any(c.get("expected_timeouts") is not None for c in GENERATED)
     assert any(c["pattern"].get("within_ms") for c in GENERATED)
     skips = {c["pattern"]["skip"]["type"] for c in GENERATED}
     assert {"noSkip", "skipPastLastEvent", "skipToNext", "skipToFirst", "skipToLast"} <= skips, skips
     kinds = {int(k) for c in GENERATED for k in cc.compile(case_pattern(c)).nfa.state_kind}
     assert {kc.STOP, kc.PENDING} <= kinds
+    assert sum(cc.compile(case_pattern(c)).nfa.has_gap_windows for c in GENERATED) == 12
 
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -31,6 +31,7 @@ from colcep.kernels import arrays as karr
 from colcep.kernels import buffer as kbuf
 from colcep.kernels import nfa as knfa
 from colcep.kernels.codes import OK, TIME_MAX
+from colcep.kernels.runs import last_taken
 from colcep.kernels.vm import VW
 from colcep.engine.inputs import Binding, InputSpec, as_table, reserved_names
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
@@ -254,11 +255,12 @@ class Matcher:
         if b.window > 0:
             ends = [min(int(a.min()) + b.window, int(TIME_MAX)) for p in st.parts()
                     for a in (p.runs.start_ts, p.held.start_ts, p.park.start_ts()) if a.shape[0]]
-        if gaps:  # a run's window since its last taken event (kept in its V's last two floats)
+        if gaps:  # a run's window since its last taken event (kept in its V's last group: ``last_taken``)
             for p in st.parts():
                 w = b.gap[p.runs.state]
                 if w.any():
-                    last = (p.runs.v[:, -VW].astype(np.int64) << 32) + p.runs.v[:, -VW + 1].astype(np.int64)
+                    v = p.runs.v
+                    last = last_taken.py_func(v.reshape(-1), np.arange(v.shape[0]) * v.shape[1], v.shape[1] - VW)
                     last, w = last[w > 0], w[w > 0]
                     ends.append(int(np.where(last > TIME_MAX - w, TIME_MAX, last + w).min()))
         return min(ends) if ends else None

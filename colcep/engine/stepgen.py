@@ -153,8 +153,6 @@ def _heap_key(prog: CompiledPattern, s: int, voff: str) -> str:
 def unsupported(prog: CompiledPattern) -> str | None:
     """Why this generator cannot write ``prog``'s step yet (None: it can, for any options)."""
     p = prog.nfa
-    if p.has_gap_windows:
-        return "windows between consecutive events"
     for s in range(p.n_states):
         kind = _kind(prog, s)
         if kind in (kc.FINAL, kc.STOP):  # (no run is listed in a STOP state: reaching it discards)
@@ -312,7 +310,16 @@ def _lean(prog: CompiledPattern) -> dict[int, tuple[int, ...]] | None:
     (``merge.merge_runs`` compares whole groups; never under a skip strategy)."""
     if prog.merging(timeouts=False):
         return None
-    return codegen.v_fields_read(prog.lowered.code)
+    fields = codegen.v_fields_read(prog.lowered.code)
+    if fields is not None and prog.nfa.has_gap_windows:  # (the time of a run's last taken event)
+        fields = {**fields, _time_group(prog): (0, 1)}
+    return fields
+
+
+def _time_group(prog: CompiledPattern) -> int:
+    """The V group that keeps a run's last taken time where the pattern has windows between
+    consecutive events (the last one: ``program.compile``)."""
+    return len(prog.lowered.vg_stage) - 1
 
 
 def _v_copy(prog: CompiledPattern, dst: str, src: str) -> list[str]:
@@ -328,14 +335,17 @@ def _v_take(prog: CompiledPattern, at: str, stage: int) -> list[str]:
     (:func:`_lean`) of the stage's groups written out, or the call."""
     fields = _lean(prog)
     if fields is None:
-        return [f"v_take(W_v, {at}, vg_stage, vg_col, {stage}, cols, row, g)"]
-    lw = prog.lowered
-    out: list[str] = []
-    for grp in range(len(lw.vg_stage)):
-        if int(lw.vg_stage[grp]) == stage and grp in fields:
-            c = int(lw.vg_col[grp])
-            out += [f"vx = cols[{c}, row]" if c >= 0 else "vx = 0.0"]
-            out += codegen.v_update_lines("W_v", at, grp, fields[grp], "vx", "g")
+        out = [f"v_take(W_v, {at}, vg_stage, vg_col, {stage}, cols, row, g)"]
+    else:
+        lw = prog.lowered
+        out = []
+        for grp in range(len(lw.vg_stage)):
+            if int(lw.vg_stage[grp]) == stage and grp in fields:
+                c = int(lw.vg_col[grp])
+                out += [f"vx = cols[{c}, row]" if c >= 0 else "vx = 0.0"]
+                out += codegen.v_update_lines("W_v", at, grp, fields[grp], "vx", "g")
+    if prog.nfa.has_gap_windows:  # (kernels.nfa._advance_gaps times the run out from it)
+        out.append(f"set_last_taken(W_v, {at} + {_time_group(prog) * kvm.VW}, t)")
     return out
 
 
@@ -548,7 +558,7 @@ from colcep.kernels.park import (A_KEY, A_SEQ, A_SLOT, P_SEG, P_SEQ, P_STS, PM_N
                                  then_look, timeouts)
 from colcep.kernels.conds import SCAN_AHEAD, next_event
 from colcep.kernels.merge import merge_runs
-from colcep.kernels.runs import expired, last_time, short_of_room, turn_v_arena
+from colcep.kernels.runs import expired, last_time, set_last_taken, short_of_room, turn_v_arena
 from colcep.kernels.runs import move_run_call as move_run
 from colcep.kernels.vm import _agg, eval_program
 from colcep.kernels.vm import compare_call as compare
