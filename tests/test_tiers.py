@@ -22,6 +22,7 @@ from numba import njit
 import colcep as cc
 from colcep.engine import kernel_cache as cache
 from colcep.engine import codegen, stepgen, steps
+from colcep.engine import tiers as tiers_mod
 from colcep.errors import ColcepWarning, InputError
 from colcep.tools.examples import BENCHMARK_PATTERNS, P2, desk_patterns
 from colcep import expr as E
@@ -283,16 +284,34 @@ def test_auto_runs_generic_until_the_step_is_compiled_then_switches(jit, monkeyp
     thread, then the compiled step from a batch boundary on; the generic output. Compiled by Numba
     (the P1 shape) and interpreted."""
     monkeypatch.setattr(codegen, "JIT", jit)
+    monkeypatch.setattr(tiers_mod, "AUTO_MIN_ROWS", 2500)  # (from the first batch on)
     for table in ("_SIGS", "_FNS", "_READY"):  # nothing built in this process yet
         monkeypatch.setattr(steps, table, {})
     ticks = make_ticks(20000, symbols=8)
-    want = cc.match(ticks, P1_SHAPE, key="name", time="ts")
+    want = cc.match(ticks, P1_SHAPE, key="name", time="ts", tier="generic")
     got, tiers = _run(cc.compile(P1_SHAPE), ticks, "auto", 2500, switch_after=2)
     assert tiers[0] == "generic" and set(tiers[2:]) == {"compiled"}, tiers
     assert got.equals(want) and want.num_rows > 0
     # a later matcher of the shape finds the step built: compiled from its first batch
     got, tiers = _run(cc.compile(P1_SHAPE), ticks, "auto", 2500)
     assert set(tiers) == {"compiled"} and got.equals(want), tiers
+
+
+def test_auto_is_the_default_and_compiles_only_past_its_rows(monkeypatch):
+    """The default tier is "auto", and it builds nothing for a job under ``AUTO_MIN_ROWS`` rows
+    (a compile costs seconds of a core); from that many rows stepped on, it starts the compile."""
+    assert cc.Matcher(P2, key="name", time="ts")._tier.requested == "auto"
+    monkeypatch.setattr(codegen, "JIT", False)
+    for table in ("_SIGS", "_FNS", "_READY"):  # nothing built in this process yet
+        monkeypatch.setattr(steps, table, {})
+    monkeypatch.setattr(tiers_mod, "AUTO_MIN_ROWS", 2500)
+    started = []
+    monkeypatch.setattr(tiers_mod.Tier, "_start", lambda self, sig: started.append(self._rows))
+    m = cc.Matcher(P2, key="name", time="ts")
+    for lo in range(0, 3000, 1000):
+        m.process(make_ticks(3000, symbols=4).slice(lo, 1000))
+        assert m.kernel_tier == "generic"
+    assert started == [3000]  # (not at 1,000 nor 2,000 rows)
 
 
 def test_a_new_process_loads_the_step_from_the_disk_cache():
@@ -416,7 +435,9 @@ def test_colcep_match_takes_tier(monkeypatch):
     assert got.equals(want) and got.num_rows > 0
 
 
-def test_a_failed_build_falls_back_to_generic_with_a_warning(monkeypatch):
+def test_a_failed_build_falls_back_to_generic_with_a_warning_or_a_log_line(monkeypatch, caplog):
+    """Asked for, "compiled" warns; "auto" (the default) logs it (logger ``colcep``) and says
+    why in ``why_generic``: an optimisation that did not happen is no warning."""
     ticks = make_ticks(3000, symbols=4)
     prog = cc.compile(P2)
     want, _ = _run(prog, ticks, "generic", 1000)
@@ -425,13 +446,17 @@ def test_a_failed_build_falls_back_to_generic_with_a_warning(monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(stepgen, "load", broken)
+    monkeypatch.setattr(tiers_mod, "AUTO_MIN_ROWS", 0)
     for tier in ("compiled", "auto"):
-        with warnings.catch_warnings(record=True) as caught:
+        caplog.clear()
+        with warnings.catch_warnings(record=True) as caught, caplog.at_level("INFO", logger="colcep"):
             warnings.simplefilter("always")
             got, tiers = _run(prog, ticks, tier, 1000, switch_after=1 if tier == "auto" else None)
         assert got.equals(want)
         assert set(tiers) == {"generic"}
-        assert any(issubclass(w.category, ColcepWarning) and "disk full" in str(w.message) for w in caught), tier
+        warned = [w for w in caught if issubclass(w.category, ColcepWarning) and "disk full" in str(w.message)]
+        logged = [r for r in caplog.records if "disk full" in r.getMessage()]
+        assert (warned != [], logged != []) == ((True, False) if tier == "compiled" else (False, True)), tier
 
 
 def test_generic_tier_never_builds(monkeypatch):

@@ -36,6 +36,7 @@ from colcep.engine.kernel_cache import kernels_cold
 from colcep.cli.generate import _check_tick_options, _tick_options, _write_ticks_atomic
 from colcep.cli.patterns import _load_patterns
 from colcep.engine.many import PATTERN_COL
+from colcep.engine.tiers import DEFAULT_TIER
 from colcep.errors import ColcepError, InputError
 from colcep.pattern import Pattern
 from colcep.engine.progress import Reporter, scan_done_text, scan_meter_text
@@ -190,7 +191,7 @@ class ScanJob:
     quiet: bool = False
     picture: bool = True
     patterns: dict[str, Pattern] | None = None  # several patterns in one pass (output column ``pattern``)
-    tier: str = "generic"  # the kernel tier (colcep.Matcher's ``tier``)
+    tier: str = DEFAULT_TIER  # the kernel tier (colcep.Matcher's ``tier``)
 
     def named_patterns(self) -> dict[str, Pattern]:
         return self.patterns or {self.pattern_name: self.pattern}
@@ -667,10 +668,11 @@ def add_parser(sub) -> None:
     e.add_argument("--cores", type=int, help="cores of the local Spark session (default: all)")
     e.add_argument("--partitions", type=int, help="Spark partitions (default: twice the cluster's cores, more for "
                                                    "large inputs, about 4 million rows a task; said when it runs)")
-    e.add_argument("--tier", choices=["generic", "compiled", "auto"], default="generic",
-                   help="the step kernel: the generic interpreter (default), the step compiled for each shape of "
-                        "pattern (a compile of ~5-10 s per new shape, cached on disk, in the kernels step), or auto "
-                        "(compiled in the background, generic meanwhile)")
+    e.add_argument("--tier", choices=["auto", "generic", "compiled"], default=DEFAULT_TIER,
+                   help="the step kernel: auto (default: each shape of pattern's step compiled in the background "
+                        "once a pattern has stepped 10^6 rows, the generic interpreter meanwhile), generic (the "
+                        "interpreter only), or compiled (a compile of ~5-10 s per new shape, cached on disk, in "
+                        "the kernels step)")
     e.add_argument("--batch-rows", type=int, help="Arrow batch size in rows (default 1,048,576 in "
                    "this process, 500,000 on Spark)")
     o = s.add_argument_group("output")

@@ -111,12 +111,14 @@ class Matcher:
         the first batch's would be), so even a Matcher that never gets a row closes with the
         output's exact types. Without it, ``close()`` before any batch gives the output's columns
         with the key and ``columns`` typed null (their types are not known yet).
-    tier: the step kernel (``colcep.engine.tiers``): "generic" (default) interprets the pattern;
-        "compiled" runs a per-key step generated for the pattern's shape (``colcep.engine.stepgen``:
-        compiled once per machine and shape, ~10-20 s of CPU, then cached on disk; patterns that
-        differ only in constants share it), built before the first batch; "auto" compiles it in a
-        background thread and switches to it between batches once ready. A pattern with negation
-        runs on the generic kernel (with a warning). "specialised" is taken as "compiled".
+    tier: the step kernel (``colcep.engine.tiers``): "auto" (default) runs the generic kernel and,
+        once the Matcher has stepped ``tiers.AUTO_MIN_ROWS`` (10^6) rows, compiles the pattern's
+        step in a background thread and switches to it between batches once ready; "generic"
+        always interprets the pattern; "compiled" runs the per-key step generated for the
+        pattern's shape (``colcep.engine.stepgen``: compiled once per machine and shape, ~5-10 s of
+        CPU, then cached on disk; patterns that differ only in constants share it), built before
+        the first batch. A pattern whose step is not generated (a state with over 64 edges) runs on
+        the generic kernel (with a warning under "compiled"). "specialised" is taken as "compiled".
 
     A call that raises leaves the Matcher as it was before the call (fix the batch, call again);
     Ctrl-C stops a call promptly with ``KeyboardInterrupt``, the state again as before the call.

@@ -784,11 +784,21 @@ def step(prog: CompiledPattern) -> steps.Step:
     return steps.Step(mod.run_key, mod.__name__, jit=codegen.JIT)
 
 
-def load(prog: CompiledPattern) -> ModuleType:
-    """The compiled step's module for ``prog``'s shape (generated, written and imported once)."""
+def name(prog: CompiledPattern) -> str:
+    """The name of ``prog``'s step among steps (its module's: one per shape), nothing loaded."""
+    return module_name(_source(prog))
+
+
+def _source(prog: CompiledPattern) -> str:
     src = generate(prog)
     if not codegen.JIT:
         src = src.replace("from numba import njit\n", "from colcep.engine.codegen import _no_jit as njit\n")
+    return src
+
+
+def load(prog: CompiledPattern) -> ModuleType:
+    """The compiled step's module for ``prog``'s shape (generated, written and imported once)."""
+    src = _source(prog)
     name = module_name(src)
     path = os.path.join(cache.cache_dir(), "step", name + ".py")
     return codegen.load_generated(name, path, lambda: src, codegen.JIT,

@@ -25,7 +25,7 @@ from colcep.engine import codegen
 from colcep.engine import kernel_cache as cache
 from colcep.kernels import nfa as knfa
 
-__all__ = ["Step", "compile_beside", "generic", "step_type"]
+__all__ = ["Step", "built", "compile_beside", "generic", "step_type"]
 
 _SIGS: dict = {}  # step name -> {arg_key: signature}, shared by every Step of the name
 _FNS: dict = {}  # step name -> {signature: callable}
@@ -38,6 +38,11 @@ STEP_FIRST = False
 #: Where the generic step is not cached yet, compile it in a second process while this one
 #: compiles the driver (machines with two or more cores; ``colcep.tools.warmup`` sets it off)
 BESIDE = True
+
+
+def built(name: str) -> bool:
+    """Whether this process has built the step ``name`` (for some argument types)."""
+    return bool(_FNS.get(name))
 
 
 def step_type(args: tuple) -> Any:

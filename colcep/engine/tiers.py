@@ -2,9 +2,11 @@
 
 "generic" (always ``kernels.nfa._run_key``, the interpreter), "compiled" (the per-key step
 ``colcep.engine.stepgen`` generates for the pattern's shape, built or loaded before the first
-batch) or "auto" (that step compiled in a background thread started at the first batch, the
-generic kernel running meanwhile; the Matcher switches at the first batch boundary after it is
-ready). A pattern the generator does not write (``stepgen.unsupported``: a too wide state) runs on the
+batch) or "auto", the default (that step compiled in a background thread, the generic kernel
+running meanwhile; the Matcher switches at the first batch boundary after it is ready). "auto"
+starts the compile once the Matcher has stepped ``AUTO_MIN_ROWS`` rows (a compile costs seconds
+of a core, cached on disk per machine: a small job is not worth one), or at once where the step
+is already built in this process. A pattern the generator does not write (``stepgen.unsupported``: a too wide state) runs on the
 generic kernel in both. The tiers share the state layout, so a state moves between them at any
 batch boundary. A failed generation or compile falls back to the generic kernel with a warning.
 Both steps run through the one driver, ``kernels.nfa.run_batch`` (``colcep.engine.steps``).
@@ -12,6 +14,7 @@ Both steps run through the one driver, ``kernels.nfa.run_batch`` (``colcep.engin
 """
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 from typing import Any, Callable
@@ -20,8 +23,10 @@ from colcep.engine import stepgen, steps
 from colcep.engine.program import CompiledPattern
 from colcep.errors import ColcepWarning, InputError
 
+_log = logging.getLogger("colcep")
 TIERS = ("auto", "generic", "compiled")
-DEFAULT_TIER = "generic"
+DEFAULT_TIER = "auto"
+AUTO_MIN_ROWS = 1_000_000  # "auto": rows a Matcher steps on the generic kernel before its step compiles
 _ALIASES = {"specialised": "compiled"}
 
 
@@ -39,14 +44,16 @@ class Tier:
     def __init__(self, prog: CompiledPattern, tier: str = DEFAULT_TIER):
         self.prog = prog
         self.requested = check_tier(tier)
-        why = None if self.requested == "generic" else stepgen.unsupported(prog)
+        self.why_generic: str | None = None  # why the compiled step does not run this pattern (None: it may)
+        self._failed = self.requested == "generic"
+        why = None if self._failed else stepgen.unsupported(prog)
         if why is not None:
-            warnings.warn(f"colcep: the compiled step does not generate {why} yet; the generic kernel runs this "
-                          "pattern", ColcepWarning, stacklevel=3)
-        self._failed = self.requested == "generic" or why is not None
+            self._say(f"the compiled step does not generate {why} yet; the generic kernel runs this pattern", 3)
         self._step: Any = None  # the pattern's compiled step (a steps.Step)
         self._thread: threading.Thread | None = None  # "auto": the compile in the background
         self._last: str | None = None
+        self._rows = 0  # rows stepped so far ("auto": compiled from AUTO_MIN_ROWS on)
+        self._name: str | None = None  # the step's name ("auto": is it built in this process?)
         self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
 
     @property
@@ -54,10 +61,19 @@ class Tier:
         """The tier the last kernel call ran on (None before the first)."""
         return self._last
 
-    def _fail(self, exc: BaseException) -> None:
+    def _say(self, why: str, stacklevel: int) -> None:
+        """The generic kernel runs this pattern from now on: a warning where "compiled" was asked
+        for; "auto" (the default: an optimisation, never a promise) logs it (logger ``colcep``)."""
         self._failed = True
-        warnings.warn(f"colcep: the compiled step for this pattern could not be built "
-                      f"({type(exc).__name__}: {exc}); the generic kernel runs it", ColcepWarning, stacklevel=4)
+        self.why_generic = why
+        if self.requested == "compiled":
+            warnings.warn(f"colcep: {why}", ColcepWarning, stacklevel=stacklevel + 1)
+        else:
+            _log.info("colcep: %s", why)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._say(f"the compiled step for this pattern could not be built ({type(exc).__name__}: {exc}); "
+                  "the generic kernel runs it", 4)
 
     def run_batch(self, args: tuple) -> Callable[..., Any]:
         """The ``run_batch`` to call with ``args`` (builds, loads or starts a compile as the
@@ -66,19 +82,32 @@ class Tier:
         if not self._failed:
             with self._lock:
                 try:
-                    if self._step is None:
+                    self._rows += args[3][1].shape[0]  # (the call's batch: its rows in key order)
+                    if self._step is None and self._wanted():
                         self._step = stepgen.step(self.prog)
-                    if self.requested == "compiled":
+                    if self._step is None:
+                        pass  # ("auto" under AUTO_MIN_ROWS rows, and not built in this process)
+                    elif self.requested == "compiled":
                         fn = self._step.for_args(args)
                     else:
                         fn = self._step.ready(args)
-                        if fn is None:
+                        if fn is None and self._rows >= AUTO_MIN_ROWS:
                             self._start(self._step.signature(args))
                 except Exception as exc:  # noqa: BLE001 - the generic tier is always correct
                     self._fail(exc)
                     fn = None
         self._last = "generic" if fn is None else "compiled"
         return steps.generic().for_args(args) if fn is None else fn
+
+    def _wanted(self) -> bool:
+        """Whether to load the step now: "compiled"; "auto" from ``AUTO_MIN_ROWS`` rows on, or at
+        once where this process has built the shape's step (no module written nor imported for
+        a small job)."""
+        if self.requested == "compiled" or self._rows >= AUTO_MIN_ROWS:
+            return True
+        if self._name is None:
+            self._name = stepgen.name(self.prog)
+        return steps.built(self._name)
 
     def _start(self, sig: Any) -> None:
         """"auto": compile for ``sig`` in a background thread, unless one is compiling."""

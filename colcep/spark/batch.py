@@ -43,7 +43,7 @@ from colcep.engine.progress import progress_wanted
 from colcep.spark.progress import spark_scan_meter
 from colcep.engine.program import CompiledPattern
 from colcep.engine.program import compile as compile_program
-from colcep.engine.tiers import check_tier
+from colcep.engine.tiers import DEFAULT_TIER, check_tier
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -86,7 +86,7 @@ class _Spec(CompiledOnce):
     max_partial_matches: int
     in_schema: pa.Schema  # Arrow schema of the rows a task receives
     out_schema: pa.Schema  # Arrow schema Spark expects back
-    tier: str = "generic"  # the kernel tier of every task's Matcher
+    tier: str = DEFAULT_TIER  # the kernel tier of every task's Matcher
 
     @property
     def key_columns(self) -> list[str]:
@@ -275,7 +275,7 @@ class Streams:
 def arrow_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-               tier: str = "generic") -> _Spec:
+               tier: str = DEFAULT_TIER) -> _Spec:
     """The task spec for input with Arrow ``schema`` (validated; without ``seq`` the rows
     must carry a generated ``__colcep_row`` column). Used without Spark by the CLI's
     in-process scan and by tests: ``KeyedStream(arrow_spec(...))``."""
@@ -635,7 +635,7 @@ def match(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequen
           columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
           time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
           num_partitions: int | None = None, check_nulls: bool = True,
-          metrics: ScanMetrics | None = None, tier: str = "generic", progress: bool | None = None) -> "DataFrame":
+          metrics: ScanMetrics | None = None, tier: str = DEFAULT_TIER, progress: bool | None = None) -> "DataFrame":
     """Find ``pattern`` in a Spark DataFrame, per ``key``, in ``time`` order; returns a lazy
     DataFrame of matches (one row per matched event).
 
@@ -681,7 +681,7 @@ def match_many(df: "DataFrame", patterns: "dict[str, Pattern | KeyedPattern]",
                key: "str | Sequence[str] | None" = None, time: str = "ts", columns: Sequence[str] | None = None, *,
                seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
                max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
-               check_nulls: bool = True, metrics: ScanMetrics | None = None, tier: str = "generic",
+               check_nulls: bool = True, metrics: ScanMetrics | None = None, tier: str = DEFAULT_TIER,
                progress: bool | None = None) -> "DataFrame":
     """:func:`match` for several patterns in one job: the rows are projected, shuffled and sorted
     once, and each task runs every pattern over them. The output is each pattern's own (as

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from colcep.engine.kernel_cache import kernel_compiles
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES
 from colcep.engine.ordering import key_time_order
+from colcep.engine.tiers import DEFAULT_TIER
 from colcep.errors import InputError
 from colcep.engine.keys import dictionary_encoded, key_names
 from colcep.pattern import KeyedPattern, Pattern, with_key
@@ -238,7 +239,7 @@ def match_parquet(path: str | os.PathLike | Sequence[str], pattern: "Pattern | K
                   seq: str | None = None, timeouts: bool = False, time_unit: str = "ms",
                   max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES, num_partitions: int | None = None,
                   partitioning: str | None = "hive", batch_rows: int = DEFAULT_BATCH_ROWS,
-                  metrics: ScanMetrics | None = None, tier: str = "generic",
+                  metrics: ScanMetrics | None = None, tier: str = DEFAULT_TIER,
                   progress: bool | None = None) -> "DataFrame":
     """Match Parquet data already laid out by key, read by the executors with pyarrow.
 

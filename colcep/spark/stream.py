@@ -64,7 +64,7 @@ from colcep.engine.inputs import describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
-from colcep.engine.tiers import check_tier
+from colcep.engine.tiers import DEFAULT_TIER, check_tier
 from colcep.engine.watermark import time_values
 from colcep.spark.batch import CompiledOnce
 
@@ -107,7 +107,7 @@ class StreamSpec(CompiledOnce):
     max_state_bytes: int
     in_schema: pa.Schema         # the rows a step receives
     out_schema: pa.Schema        # the rows a step returns
-    tier: str = "generic"        # the kernel tier (colcep.Matcher)
+    tier: str = DEFAULT_TIER     # the kernel tier (colcep.Matcher)
     bad_rows: str = "flag"       # one of BAD_ROWS
 
     @property
@@ -153,7 +153,7 @@ def stream_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str 
                 columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                 max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, out_time_type: pa.DataType | None = None,
-                tier: str = "generic", bad_rows: str = "flag") -> StreamSpec:
+                tier: str = DEFAULT_TIER, bad_rows: str = "flag") -> StreamSpec:
     """The step spec for rows with Arrow ``schema`` (the time column an int64 of microseconds);
     validated by binding the pattern. Used by :func:`match_stream` and, without Spark, by tests."""
     pattern, key = with_key(pattern, key)
@@ -469,7 +469,7 @@ def _state_struct():
 def match_stream(df: "DataFrame", pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                  columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                  max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,
-                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = "generic",
+                 max_state_bytes: int = DEFAULT_KEY_STATE_BYTES, tier: str = DEFAULT_TIER,
                  bad_rows: str = "flag", buckets: int | None = None) -> "DataFrame":
     """Find ``pattern`` per ``key`` in a streaming DataFrame; returns a streaming DataFrame of
     matches (one row per matched event) and late rows, to write in ``append`` mode.
