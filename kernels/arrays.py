@@ -42,64 +42,57 @@ def group_by_key(codes, n_keys):
 
 
 @njit(cache=True, nogil=True)
-def layout_rows(codes, n_keys, threads, chunk):
-    """A batch's rows (key ``codes``) in the order the kernel calls read them: shard by shard
-    (key code ``c`` in shard ``c % threads`` as its local key ``c // threads``), each shard's rows
-    in calls of ``chunk[s]`` consecutive rows (arrival order), each call's rows grouped by local
-    key, a key's rows in arrival order. Returns ``(rows, call_lo, call_shard, kp_off, key_ptr)``:
-    the row positions in that order; call ``c`` takes ``rows[call_lo[c]:call_lo[c + 1]]`` of shard
-    ``call_shard[c]``, its rows per local key given by ``key_ptr[kp_off[c]:kp_off[c + 1]]``
-    (offsets within the call); calls come shard by shard."""
+def shard_rows(codes, threads):
+    """A batch's rows (key ``codes``) split into shards, key code ``c`` in shard ``c %
+    threads``: ``(by_shard, shard_lo)``, shard ``s``'s rows ``by_shard[shard_lo[s]:shard_lo[s +
+    1]]`` in arrival order."""
     n = codes.shape[0]
     shard_lo = np.zeros(threads + 1, np.int64)
+    if threads == 1:  # (all of them, in arrival order)
+        shard_lo[1] = n
+        return np.arange(n), shard_lo
     for i in range(n):
         shard_lo[codes[i] % threads + 1] += 1
-    n_calls = 0
-    n_ptr = 0
     for s in range(threads):
-        rows_s = shard_lo[s + 1]
-        calls_s = (rows_s + chunk[s] - 1) // chunk[s]
-        n_calls += calls_s
-        n_ptr += calls_s * ((n_keys - s + threads - 1) // threads + 1)
         shard_lo[s + 1] += shard_lo[s]
-    if threads == 1:  # rows shard by shard, arrival order within each: all of them
-        by_shard = np.arange(n)
-    else:
-        by_shard = np.empty(n, np.int64)
-        at = shard_lo[:threads].copy()
-        for i in range(n):
-            s = codes[i] % threads
-            by_shard[at[s]] = i
-            at[s] += 1
-    rows = np.empty(n, np.int64)
+    by_shard = np.empty(n, np.int64)
+    at = shard_lo[:threads].copy()
+    for i in range(n):
+        s = codes[i] % threads
+        by_shard[at[s]] = i
+        at[s] += 1
+    return by_shard, shard_lo
+
+
+@njit(cache=True, nogil=True)
+def layout_shard(codes, by_shard, lo, hi, n_local, threads, chunk, rows):
+    """Shard ``by_shard[lo:hi]``'s rows in the order its kernel calls read them, written to
+    ``rows[lo:hi]``: calls of ``chunk`` consecutive rows (arrival order), each call's rows grouped
+    by local key (code // ``threads``, ``n_local`` of them), a key's rows in arrival order.
+    Returns ``(call_lo, key_ptr)``: call ``c`` takes ``rows[call_lo[c]:call_lo[c + 1]]``, its rows
+    per local key ``key_ptr[c]`` (offsets within the call). Shards write disjoint parts of
+    ``rows``: each may be laid out on its own thread."""
+    n_calls = (hi - lo + chunk - 1) // chunk
     call_lo = np.empty(n_calls + 1, np.int64)
-    call_shard = np.empty(n_calls, np.int64)
-    kp_off = np.empty(n_calls + 1, np.int64)
-    key_ptr = np.zeros(n_ptr, np.int64)
-    c = 0
-    kp_off[0] = 0
-    for s in range(threads):
-        n_local = (n_keys - s + threads - 1) // threads
-        cursor = np.empty(max(n_local, 1), np.int64)
-        for lo in range(shard_lo[s], shard_lo[s + 1], chunk[s]):
-            hi = min(lo + chunk[s], shard_lo[s + 1])
-            p = kp_off[c]
-            for j in range(lo, hi):
-                key_ptr[p + codes[by_shard[j]] // threads + 1] += 1
-            for k in range(n_local):
-                key_ptr[p + k + 1] += key_ptr[p + k]
-                cursor[k] = key_ptr[p + k]
-            for j in range(lo, hi):
-                r = by_shard[j]
-                k = codes[r] // threads
-                rows[lo + cursor[k]] = r
-                cursor[k] += 1
-            call_lo[c] = lo
-            call_shard[c] = s
-            kp_off[c + 1] = p + n_local + 1
-            c += 1
-    call_lo[n_calls] = n
-    return rows, call_lo, call_shard, kp_off, key_ptr
+    key_ptr = np.zeros((n_calls, n_local + 1), np.int64)
+    cursor = np.empty(max(n_local, 1), np.int64)
+    for c in range(n_calls):
+        a = lo + c * chunk
+        b = min(a + chunk, hi)
+        p = key_ptr[c]
+        for j in range(a, b):
+            p[codes[by_shard[j]] // threads + 1] += 1
+        for k in range(n_local):
+            p[k + 1] += p[k]
+            cursor[k] = p[k]
+        for j in range(a, b):
+            r = by_shard[j]
+            k = codes[r] // threads
+            rows[a + cursor[k]] = r
+            cursor[k] += 1
+        call_lo[c] = a
+    call_lo[n_calls] = hi
+    return call_lo, key_ptr
 
 
 @njit(cache=True, nogil=True)

@@ -622,7 +622,7 @@ def test_dewey_rules():
 @given(st.lists(st.integers(0, 9), max_size=80), st.integers(1, 4), st.lists(st.integers(1, 30), min_size=4, max_size=4),
        st.booleans())
 def test_layout_groups_each_call_s_rows_by_key(keys, threads, chunk, with_tick):
-    """``layout.build`` (``kernels.arrays.layout_rows``) against a plain-Python layout: per
+    """``layout.build`` (``kernels.arrays.shard_rows``, ``layout_shard``) against a plain-Python layout: per
     shard (key code % threads) its rows in arrival order, cut into calls of ``chunk[s]`` rows,
     each call's rows grouped by local key (code // threads) in arrival order; ``key_ptr`` their
     offsets within the call; an empty call for a shard without rows when a tick is due."""
@@ -636,14 +636,15 @@ def test_layout_groups_each_call_s_rows_by_key(keys, threads, chunk, with_tick):
         mine = [i for i, k in enumerate(keys) if k % threads == s]
         n_local = len(range(s, n_keys, threads))
         parts = [mine[a:a + chunk[s]] for a in range(0, len(mine), chunk[s])] or ([[]] if with_tick else [])
-        assert lay.shard_lo[s] == at and len(lay.calls[s]) == len(parts)
-        for j, (call, part) in enumerate(zip(lay.calls[s], parts)):
+        assert lay.shard_lo[s] == at and len(lay.calls(s)) == len(parts)
+        for j, (call, part) in enumerate(zip(lay.calls(s), parts)):
             want = [i for k in range(n_local) for i in part if keys[i] // threads == k]
             assert (call.lo, call.hi, call.last) == (at, at + len(part), j == len(parts) - 1)
             assert lay.rows[call.lo:call.hi].tolist() == want
             assert call.key_ptr.tolist() == [sum(1 for i in part if keys[i] // threads < k) for k in range(n_local + 1)]
             at += len(part)
         assert lay.shard_lo[s + 1] == at
-    assert lay.order.tolist() == list(range(max((c.hi - c.lo for cs in lay.calls for c in cs), default=0)))
+    assert lay.order.tolist() == list(range(max((c.hi - c.lo for s in range(threads) for c in lay.calls(s)),
+                                                default=0)))
     ts = np.arange(len(keys), dtype=np.int64) * 3
     assert lay.gather(ts).tolist() == [3 * i for i in lay.rows]

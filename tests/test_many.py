@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 import colcep as cc
+from colcep.engine import many
 from colcep import col, last
 from colcep.errors import CapacityError, InputError
 from colcep.tools.examples import BENCHMARK_PATTERNS, desk_patterns
@@ -317,3 +318,10 @@ def test_conditions_equal_across_patterns_are_evaluated_once(monkeypatch):
     for name, p in pats.items():
         want = cc.match(t, p, key="name", time="ts", columns=["price"], threads=1)
         assert _of(out, name).equals(want) and want.num_rows > 0, name
+
+
+@pytest.mark.parametrize("name, n", [("P1_v700_w5s", 0), ("P1_v700_w5s", 5), ("", 3), ("défi", 2), ("x" * 300, 1000)])
+def test_the_pattern_column_is_the_name_repeated(name, n):
+    got = many._repeated(name, n)
+    got.validate(full=True)
+    assert got.type == pa.string() and got.to_pylist() == [name] * n

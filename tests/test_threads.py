@@ -271,13 +271,13 @@ for data in (t, pa.concat_tables([t.slice(0, 1000), t.slice(1000)]), t.set_colum
     for threads in (1, 2, 3):
         cc.match(data, p, key="k", time="ts", threads=threads)
 cc.match(t, p.skip(cc.SkipPastLastEvent()), key="k", time="ts", timeouts=True, threads=2)
-kernels = (nfa.run_batch, nfa._run_key, arrays.layout_rows, arrays.matches_in_emission_order, arrays.emission_order,
-           arrays.merge_places, arrays.place_events)
+kernels = (nfa.run_batch, nfa._run_key, arrays.shard_rows, arrays.layout_shard, arrays.matches_in_emission_order,
+           arrays.emission_order, arrays.merge_places, arrays.place_events)
 print(*(len(f.signatures) for f in kernels))
 """
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["1"] * 7
+    assert res.stdout.split() == ["1"] * 8
 
 
 def test_composite_keys_spread_over_threads(always_parallel):

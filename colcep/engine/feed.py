@@ -10,6 +10,7 @@ failure is raised, a bound before an interrupt).
 """
 from __future__ import annotations
 
+import queue
 from functools import partial
 from typing import Any, Callable
 
@@ -71,9 +72,33 @@ def feed(ms: list[Matcher], tbls: "list[pa.Table | None]", tick: int | None = No
     if lead._state.shards is None:
         cols = _ShardColumns(lay, 0, ts)
         events = [_one_thread(m, lay, cols, env, row0, n, tick_ts) for m, env in zip(ms, envs)]
-    else:
-        events = _threads(ms, lay, envs, ts, row0, n, n_keys, tick_ts)
-    return [m._finish(t, n, row0, ev) for m, t, ev in zip(ms, tbls, events)]
+        return [m._finish(t, n, row0, ev) for m, t, ev in zip(ms, tbls, events)]
+    found = _threads(ms, lay, envs, ts, row0, n, n_keys, tick_ts)
+    return _outputs(ms, tbls, found, row0, n)
+
+
+def _outputs(ms: list[Matcher], tbls: list, found: list[list], row0: int, n: int) -> list[pa.Table]:
+    """Each pattern's output of the batch from its shards' matches (``found``), the patterns
+    shared out among the threads (each pattern's placing and output one after another in one
+    thread): the work after the kernels does not wait on one thread."""
+    stop = interrupt.new_stop_flag()
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for i in sorted(range(len(ms)), key=lambda i: -sum(e.order.shape[0] for e in found[i])):
+        todo.put(i)  # (the most matches first)
+    outs: list = [None] * len(ms)
+
+    def work() -> None:
+        while True:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            m = ms[i]
+            outs[i] = m._finish(tbls[i], n, row0, m._placed(found[i], stop, n))
+
+    n_events = sum(int(e.n_events.sum()) for f in found for e in f)
+    interrupt.call_all([work] * min(ms[0].threads, len(ms)), stop=stop, parallel=n_events >= shd.PARALLEL_MIN_ROWS)
+    return outs
 
 
 class _ShardColumns:
@@ -82,6 +107,7 @@ class _ShardColumns:
     and the values of their conditions that are equal across patterns, each evaluated once."""
 
     def __init__(self, lay: layout.Layout, s: int, ts: np.ndarray):
+        lay.calls(s)  # (the shard laid out here: on its own thread)
         self.rows = lay.shard(lay.rows, s)
         self.ts = np.take(ts, self.rows)
         self.ts.flags.writeable = False  # as time_values gives it
@@ -107,7 +133,7 @@ def _step_shard(m: Matcher, part, s: int, lay: layout.Layout, cols: _ShardColumn
     (``Matcher._call_bounds``); ``progress(rows of the shard done, matches)`` after each call."""
     prog = m.program
     masks, values, start = m._conditions(cols.env(arrival), cols.rows.shape[0], cols.conditions)
-    calls = lay.calls[s]
+    calls = lay.calls(s)
     base = int(lay.shard_lo[s])
     tables = prog.tables(m._bound.gap)
     nm = ne = 0
@@ -156,8 +182,8 @@ def _one_thread(m: Matcher, lay: layout.Layout, cols: _ShardColumns, arrival: di
 def _threads(ms: list[Matcher], lay: layout.Layout, envs: list[dict], ts: np.ndarray, row0: int, n: int,
              n_keys: int, tick_ts: int) -> list[tuple]:
     """Every pattern over every shard, the shards at once on threads (a big batch), each
-    stepping its keys for every pattern in turn; per pattern its matches in emission order as
-    one thread gives them."""
+    stepping its keys for every pattern in turn; per pattern its shards' matches
+    (``shards.emitted``, one per shard)."""
     T = ms[0].threads
     stop = interrupt.new_stop_flag()
     cache.notice_compile()
@@ -189,18 +215,21 @@ def _threads(ms: list[Matcher], lay: layout.Layout, envs: list[dict], ts: np.nda
             if done is not None:
                 m.on_progress(row0 + int(done[:, 0].sum()), m._state.matches_out + int(done[:, 1].sum()))
     tick = report if any(p[2] is not None for p in plans) else None
-    results = interrupt.call_all([partial(task, s) for s in range(T)], stop=stop, parallel=n >= shd.PARALLEL_MIN_ROWS,
+    # (a tick without rows, the end of input with every key's runs timed out, is as big a batch)
+    live = sum(sh.runs.state.shape[0] for m in ms for sh in m._state.shards) if tick_ts != NO_TICK else 0
+    results = interrupt.call_all([partial(task, s) for s in range(T)], stop=stop,
+                                 parallel=n + live >= shd.PARALLEL_MIN_ROWS,
                                  tick=tick)
     if tick is not None:
         tick()
     _raise_first(ms, results, [p[1] for p in plans])
-    events = []
+    found = []
     for i, m in enumerate(ms):
         for s in range(T):
             out = results[s][i][0]
             m._shard_out[s] = out if out[5].shape[0] <= OUT_KEEP_EVENTS else new_out()
-        events.append(m._placed([results[s][i][2] for s in range(T)], stop, n))
-    return events
+        found.append([results[s][i][2] for s in range(T)])
+    return found
 
 
 def _raise_first(ms: list[Matcher], results: list[list[tuple]], live: list[list[int]]) -> None:

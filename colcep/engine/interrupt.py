@@ -219,14 +219,28 @@ def _shard_pool(n: int) -> ThreadPoolExecutor:
         return _SHARD_POOL
 
 
+_IN_POOL = threading.local()  # set while a thread runs one of call_all's functions
+
+
+def _in_pool(fn: Callable[[], Any]) -> Any:
+    """``fn()`` marked as run by :func:`call_all`: a ``call_all`` inside it runs its functions one
+    after another in this thread (the pool's threads are busy with its siblings: no deadlock)."""
+    _IN_POOL.on = True
+    try:
+        return fn()
+    finally:
+        _IN_POOL.on = False
+
+
 def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = True,
              tick: Callable[[], None] | None = None) -> list:
     """``[fn() for fn in fns]``, at once on a pool of threads when ``parallel`` (else one after
     another through :func:`call`). On Ctrl-C, or when one raises, ``stop[0]`` is set so the
     others end at their next event; waits up to ``GRACE_SECONDS`` for them and re-raises.
     ``tick()`` runs in the waiting thread every ``POLL_SECONDS`` while they run at once (and
-    after each when one after another): a progress meter reads their counters there."""
-    if not parallel or len(fns) < 2:
+    after each when one after another): a progress meter reads their counters there. Called from
+    one of its own functions, it runs them one after another."""
+    if not parallel or len(fns) < 2 or getattr(_IN_POOL, "on", False):  # (nested: one after another)
         out = []
         for fn in fns:
             out.append(call(fn, stop=stop))
@@ -235,7 +249,7 @@ def call_all(fns: list[Callable[[], Any]], stop: np.ndarray, parallel: bool = Tr
         return out
     pool = _shard_pool(len(fns))
     t0 = time.perf_counter()
-    futs = [pool.submit(fn) for fn in fns]
+    futs = [pool.submit(_in_pool, fn) for fn in fns]
     try:
         return [_result(fut, tick) for fut in futs]
     except BaseException:

@@ -28,19 +28,41 @@ class Call:
     last: bool
 
 
-@dataclass(frozen=True)
 class Layout:
     """``rows``: the batch's row positions in layout order; shard ``s`` holds
-    ``rows[shard_lo[s]:shard_lo[s + 1]]`` in the calls ``calls[s]`` (a shard without rows has
-    one empty call when ``with_tick``: time still advances for its keys)."""
+    ``rows[shard_lo[s]:shard_lo[s + 1]]`` in the calls ``calls(s)`` (a shard without rows has
+    one empty call when ``with_tick``: time still advances for its keys). The split into shards
+    is made at once; each shard's calls when first asked for (``calls(s)``: on the thread that
+    steps the shard, beside the others), its part of ``rows`` with them."""
 
-    rows: np.ndarray
-    shard_lo: np.ndarray
-    calls: list[list[Call]]
-    order: np.ndarray  # 0, 1, ...: a call's rows in the order given (the kernel's ``order``)
+    def __init__(self, codes: np.ndarray, n_keys: int, threads: int, chunk: list[int], with_tick: bool):
+        self._codes = np.ascontiguousarray(codes, np.int64)
+        self._by_shard, self.shard_lo = karr.shard_rows(self._codes, threads)
+        self.rows = np.empty(self._codes.shape[0], np.int64)
+        self._n_keys, self._threads, self._chunk, self._with_tick = n_keys, threads, chunk, with_tick
+        self._calls: list[list[Call] | None] = [None] * threads
+        longest = max(min(int(self.shard_lo[s + 1] - self.shard_lo[s]), chunk[s]) for s in range(threads))
+        self.order = np.arange(longest, dtype=np.int64)  # 0, 1, ...: a call's rows in the order given
+
+    def calls(self, s: int) -> list[Call]:
+        """Shard ``s``'s kernel calls (laid out at the first call: one thread per shard)."""
+        made = self._calls[s]
+        if made is None:
+            lo, hi = int(self.shard_lo[s]), int(self.shard_lo[s + 1])
+            n_local = max(0, (self._n_keys - s + self._threads - 1) // self._threads)
+            call_lo, key_ptr = karr.layout_shard(self._codes, self._by_shard, lo, hi, n_local, self._threads,
+                                                 max(self._chunk[s], 1), self.rows)
+            made = [Call(int(call_lo[c]), int(call_lo[c + 1]), key_ptr[c], c == call_lo.shape[0] - 2)
+                    for c in range(call_lo.shape[0] - 1)]
+            if not made and self._with_tick:
+                made = [Call(lo, lo, np.zeros(n_local + 1, np.int64), True)]
+            self._calls[s] = made
+        return made
 
     def gather(self, a: np.ndarray) -> np.ndarray:
         """The batch column ``a`` (one value per row) in layout order."""
+        for s in range(self._threads):
+            self.calls(s)
         return a[self.rows]
 
     def shard(self, a: np.ndarray, s: int) -> np.ndarray:
@@ -51,23 +73,4 @@ class Layout:
 def build(codes: np.ndarray, n_keys: int, threads: int, chunk: list[int], with_tick: bool) -> Layout:
     """The layout of a batch with key ``codes`` over ``n_keys`` keys and ``threads`` shards,
     calls of ``chunk[s]`` rows in shard ``s``."""
-    rows, call_lo, call_shard, kp_off, key_ptr = karr.layout_rows(
-        np.ascontiguousarray(codes, np.int64), n_keys, threads, np.array(chunk, np.int64))
-    shard_lo = np.zeros(threads + 1, np.int64)
-    calls: list[list[Call]] = [[] for _ in range(threads)]
-    for c in range(call_shard.shape[0]):
-        s = int(call_shard[c])
-        calls[s].append(Call(int(call_lo[c]), int(call_lo[c + 1]), key_ptr[kp_off[c]:kp_off[c + 1]], False))
-    at = 0
-    for s in range(threads):
-        shard_lo[s] = at
-        if calls[s]:
-            at = calls[s][-1].hi
-            last = calls[s][-1]
-            calls[s][-1] = Call(last.lo, last.hi, last.key_ptr, True)
-        elif with_tick:
-            n_local = max(0, (n_keys - s + threads - 1) // threads)
-            calls[s].append(Call(at, at, np.zeros(n_local + 1, np.int64), True))
-    shard_lo[threads] = at
-    longest = max((c.hi - c.lo for cs in calls for c in cs), default=0)
-    return Layout(rows, shard_lo, calls, np.arange(longest, dtype=np.int64))
+    return Layout(codes, n_keys, threads, chunk, with_tick)

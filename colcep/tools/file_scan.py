@@ -111,24 +111,42 @@ def _whole(batches: Iterable[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
 
 def _stream(streams: Streams, batches: Iterable[pa.Table], write: Callable[[pa.Table], None],
             res: FileScan, progress: Callable[[FileScan], None] | None) -> None:
+    it = read_ahead(_prepared(streams, batches, res), 1)
+    try:
+        while True:
+            with res.timing("reading"):  # (waiting for the next batch, read and checked ahead)
+                got = next(it, None)
+            if got is None:
+                break
+            tbl, disorder = got
+            if disorder is not None:
+                raise _OutOfOrder(f"{disorder} comes before an earlier row of its key")
+            _feed(streams, tbl, write, res)
+            if progress is not None:
+                progress(res)
+    finally:
+        it.close()  # (stops the thread that prepares batches)
+    _finish(streams, write, res)
+
+
+def _prepared(streams: Streams, batches: Iterable[pa.Table], res: FileScan) -> Iterator[tuple[pa.Table, str | None]]:
+    """Each batch with its row ids, checked for nulls and for its keys' (time, seq) order:
+    ``(batch, None)``, or ``(batch, its first row out of order, in words)`` and no more. Run a
+    batch ahead on a thread of its own (``read_ahead``), beside the matching of the one before;
+    a null is an error raised where its batch would have come."""
     spec = streams.first
     order = StreamOrder(spec.key, spec.time, spec.row)
-    it = iter(batches)
-    while True:
-        with res.timing("reading"):
-            b = next(it, None)
-        if b is None:
-            break
-        tbl = _with_row_ids(spec, b, res.rows)
+    rows = 0
+    for b in batches:
+        tbl = _with_row_ids(spec, b, rows)
+        rows += tbl.num_rows
         streams.check_nulls(tbl)
         with res.timing("ordering"):
             bad = order.check(tbl)
         if bad >= 0:
-            raise _OutOfOrder(f"{order.describe(tbl, bad)} comes before an earlier row of its key")
-        _feed(streams, tbl, write, res)
-        if progress is not None:
-            progress(res)
-    _finish(streams, write, res)
+            yield tbl, order.describe(tbl, bad)
+            return
+        yield tbl, None
 
 
 def _with_row_ids(spec: _Spec, tbl: pa.Table, row0: int) -> pa.Table:
