@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import colcep
-from colcep import CapacityError, col
+from colcep import CapacityError, col, last
 from colcep.tools.examples import get_example
 from colcep.spark.stream import KeyState, step, stream_spec, timer_ms
 from colcep.tools.ticks import make_ticks
@@ -179,13 +179,22 @@ def expected_late(batches: list[pa.Table], delay_us: int = DELAY_US) -> set:
 # ============================================================================ the step, no Spark
 CASES = [("paper_query3", ["price", "volume", "ts"]),       # Kleene plus, within 30 s, skip past last
          ("spike_no_recovery", ["price", "ts"]),            # trailing not_followed_by within 5 min
-         ("three_rising", ["price"])]                        # no window
+         ("three_rising", ["price"]),                       # no window
+         ("gap_rise", ["price"])]                           # windows between consecutive events (3 s)
+GAP_RISE = (colcep.Pattern.begin("a").where(col("volume") > 700)
+            .followed_by("b").where(col("price") > last("price", of="a")).within("3s", between="previous_and_current")
+            .followed_by("c").where(col("price") < last("price", of="b")).within("3s", between="previous_and_current")
+            .within("30s"))
+
+
+def case_pattern(name: str):
+    return GAP_RISE if name == "gap_rise" else get_example(name).pattern
 
 
 @pytest.mark.parametrize("name,columns", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("files", [1, 4, 11])
 def test_stream_equals_batch_minus_late_rows(name, columns, files):
-    pattern = get_example(name).pattern
+    pattern = case_pattern(name)
     t = ticks_us(3000, 8, 5)
     spec = stream_spec(t.schema, pattern, "name", "ts", columns, seq="id", timeouts=True)
     batches = arrival(t, files, seed=files, late=12 if files > 2 else 0)
@@ -217,7 +226,7 @@ def test_buckets_of_keys_match_as_a_group_per_key(name, columns, seq):
     """State per bucket of keys (match_stream's default): each key's matches, time-outs and late
     rows are those of a group per key; (key, match_id) identifies a match; a replay of the same
     batches gives the same output to the row."""
-    pattern = get_example(name).pattern
+    pattern = case_pattern(name)
     t = ticks_us(3000, 8, 5)
     spec = stream_spec(t.schema, pattern, "name", "ts", columns, seq=seq, timeouts=True)
     batches = arrival(t, 4, seed=4, late=12) + [sentinel_row(t)]
@@ -327,7 +336,7 @@ def test_quiet_keys_time_out_at_the_watermark(name, window_s, spread, buckets):
         rows = np.flatnonzero(names == k)
         price[rows[-1]] = price[rows[-2]] * 1.01
     t = t.set_column(t.schema.get_field_index("price"), "price", pa.array(price))
-    pattern = get_example(name).pattern
+    pattern = case_pattern(name)
     spec = stream_spec(t.schema, pattern, "name", "ts", ["price"], seq="id", timeouts=True)
     got, states, calls = model(spec, arrival(t, 6, seed=3, late=0), buckets=buckets)  # the others move the watermark
     want = batch_matches(t, pattern, timeouts=True)
