@@ -88,7 +88,7 @@ def _outputs(ms: list[Matcher], tbls: list, found: list[list], row0: int, n: int
     outs: list = [None] * len(ms)
 
     def work() -> None:
-        while True:
+        while not stop[0]:  # (another pattern failed, or Ctrl-C: the call is undone)
             try:
                 i = todo.get_nowait()
             except queue.Empty:

@@ -39,9 +39,10 @@ class Layout:
         self._codes = np.ascontiguousarray(codes, np.int64)
         self._by_shard, self.shard_lo = karr.shard_rows(self._codes, threads)
         self.rows = np.empty(self._codes.shape[0], np.int64)
-        self._n_keys, self._threads, self._chunk, self._with_tick = n_keys, threads, chunk, with_tick
+        self._chunk = [max(int(c), 1) for c in chunk]
+        self._n_keys, self._threads, self._with_tick = n_keys, threads, with_tick
         self._calls: list[list[Call] | None] = [None] * threads
-        longest = max(min(int(self.shard_lo[s + 1] - self.shard_lo[s]), chunk[s]) for s in range(threads))
+        longest = max(min(int(self.shard_lo[s + 1] - self.shard_lo[s]), self._chunk[s]) for s in range(threads))
         self.order = np.arange(longest, dtype=np.int64)  # 0, 1, ...: a call's rows in the order given
 
     def calls(self, s: int) -> list[Call]:
@@ -51,7 +52,7 @@ class Layout:
             lo, hi = int(self.shard_lo[s]), int(self.shard_lo[s + 1])
             n_local = max(0, (self._n_keys - s + self._threads - 1) // self._threads)
             call_lo, key_ptr = karr.layout_shard(self._codes, self._by_shard, lo, hi, n_local, self._threads,
-                                                 max(self._chunk[s], 1), self.rows)
+                                                 self._chunk[s], self.rows)
             made = [Call(int(call_lo[c]), int(call_lo[c + 1]), key_ptr[c], c == call_lo.shape[0] - 2)
                     for c in range(call_lo.shape[0] - 1)]
             if not made and self._with_tick:
