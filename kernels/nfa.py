@@ -754,17 +754,13 @@ def run_batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, par
     and a status (code, key, figure). After an error the returned state is partial."""
     key_ptr = batch[0]
     n_keys = key_ptr.shape[0] - 1
-    r_ptr, r_state, r_node, r_sts, r_spos, r_v = runs
-    h_ptr, h_sts, h_spos, h_epos, h_node = held
+    r_state, r_v, h_sts = runs[1], runs[5], held[1]
     n_row, n_stage, n_parent, n_ref, meta = buf
-    max_nodes, tick_ts = opts[5], opts[6]
+    max_nodes = opts[5]
     vw = r_v.shape[1]
     mode, cap, Wt, done, aux, Q, E, S, cur, PK, P = work_groups(prog, opts, batch, runs, buf, park_)
     per_run, merging = mode[0], mode[2]
     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = Wt
-    pk_idx = PK[0]
-    any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
-    park_min = opts[9]
     pm = P[18]
     # new carried state
     nr_ptr = np.zeros(n_keys + 1, np.int64)
@@ -781,124 +777,54 @@ def run_batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, par
     m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = out
     outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
     bufT = (n_row, n_stage, n_parent, n_ref, meta)
+    new_runs = (nr_state, nr_node, nr_sts, nr_spos, nr_v)
+    new_held = (nh_sts, nh_spos, nh_epos, nh_node)
     m_off[nm] = ne
     status = np.zeros(3, np.int64)
-    n_old_keys = r_ptr.shape[0] - 1
-    out_runs = 0
-    out_held = 0
-
-    for k in range(n_keys):
-        n_rows = key_ptr[k + 1] - key_ptr[k]
-        n_events = n_rows + 1 if tick_ts != NO_TICK else n_rows
-        lo = r_ptr[k] if k < n_old_keys else 0
-        n_carried = r_ptr[k + 1] - lo if k < n_old_keys else 0
-        if n_events == 0:  # ---- a key without events keeps its state: the listed runs are copied
-            nr_state, nr_node, nr_sts, nr_spos, nr_v = _room_runs(nr_state, nr_node, nr_sts, nr_spos, nr_v,
-                                                                  out_runs + n_carried, 0)
-            for i in range(n_carried):
-                nr_state[out_runs + i] = r_state[lo + i]
-                nr_node[out_runs + i] = r_node[lo + i]
-                nr_sts[out_runs + i] = r_sts[lo + i]
-                nr_spos[out_runs + i] = r_spos[lo + i]
-                for jj in range(vw):
-                    nr_v[out_runs + i, jj] = r_v[lo + i, jj]
-            out_runs += n_carried
-            nr_ptr[k + 1] = out_runs
-            hl = h_ptr[k] if k < n_old_keys else 0
-            nh = h_ptr[k + 1] - hl if k < n_old_keys else 0
-            nh_sts, nh_spos, nh_epos, nh_node = _room_held(nh_sts, nh_spos, nh_epos, nh_node, out_held + nh)
-            for i in range(nh):
-                nh_sts[out_held + i] = h_sts[hl + i]
-                nh_spos[out_held + i] = h_spos[hl + i]
-                nh_epos[out_held + i] = h_epos[hl + i]
-                nh_node[out_held + i] = h_node[hl + i]
-            out_held += nh
-            nh_ptr[k + 1] = out_held
-            continue
-        # ---- load the key's carried runs and held matches (its parked runs stay parked)
-        na = 0
-        nh = 0
-        if n_carried > 0:
-            if n_carried > cap:
-                cap = 2 * n_carried
+    kc = np.zeros(KC_N, np.int64)  # where _keys stopped, and what it needs
+    kc[KC_NM] = nm
+    kc[KC_NE] = ne
+    # _keys steps the keys until one needs an array to grow (or the call ends); the arrays grow
+    # here, between its calls, so that no array variable changes inside its loop (Numba would
+    # count the references of every array such a loop carries, at every key)
+    while True:
+        why = _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK, runs, held,
+                    start_dead, new_runs, new_held, nr_ptr, nh_ptr, kc, status, cap)
+        if why == KW_DONE or why == KW_FAILED:
+            break
+        k, need = kc[KC_KEY], kc[KC_NEED]
+        if why == KW_RUNS:  # the new carried runs, to ``need`` (the state's bound: ``opts[8]``)
+            new_runs = _room_runs(new_runs[0], new_runs[1], new_runs[2], new_runs[3], new_runs[4], need,
+                                  kc[KC_LIMIT])
+        elif why == KW_HELD:
+            new_held = _room_held(new_held[0], new_held[1], new_held[2], new_held[3], need)
+        elif why == KW_LOAD:  # room to load the key's ``need`` carried runs (and ``kc[KC_HELD_N]`` held)
+            if need > cap:
+                cap = 2 * need
                 W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v = grow_runs(
                     W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at, 0, 0, cap, vw)
                 Wt = (W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at)
-            parking = any_park and n_carried + P[15][k] >= park_min
-            if parking and not park_fits(P, k, n_carried):
-                P = grow_park(P, k, n_carried, vw)
+            if kc[KC_PARK] != 0 and not park_fits(P, k, need):
+                P = grow_park(P, k, need, vw)
                 pm = P[18]
-            for i in range(n_carried):  # runs in a parkable state park, the others are listed
-                W_state[na] = r_state[lo + i]
-                W_node[na] = r_node[lo + i]
-                W_sts[na] = r_sts[lo + i]
-                W_spos[na] = r_spos[lo + i]
-                W_wake[na] = -1
-                W_vs[na] = na
-                for jj in range(vw):
-                    W_v[na * vw + jj] = r_v[lo + i, jj]
-                s = r_state[lo + i]
-                if parking and pk_idx[s] >= 0:
-                    park(P, k, PK[1], PK[2], PK[3], PK[4], pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v,
-                         na * vw, vw, prog[10], prog[11], batch[4], batch[5], S[4])
-                else:
-                    na += 1
-        if k < n_old_keys:
-            lo = h_ptr[k]
-            nh = h_ptr[k + 1] - lo
+            nh = kc[KC_HELD_N]
             if nh > Q[0].shape[0]:
                 Q = (grow(Q[0], nh), grow(Q[1], nh), grow(Q[2], nh), grow(Q[3], nh))
-            for i in range(nh):
-                Q[0][i] = h_sts[lo + i]
-                Q[1][i] = h_spos[lo + i]
-                Q[2][i] = h_epos[lo + i]
-                Q[3][i] = h_node[lo + i]
-        v_at[0] = na  # the carried runs' V are the arena's first slots
-        v_at[1] = 0
-        stamp = cur[STAMP]  # condition results are cached under stamps unique in the call
-        cur[:] = 0
-        cur[STAMP] = stamp
-        cur[NA] = na
-        cur[NH] = nh
-        cur[NM] = nm
-        cur[NE] = ne
-        cur[DEAD] = start_dead[k]
-        cur[KEY] = k
-        cur[ROW_LO] = key_ptr[k]
-        cur[N_ROWS] = n_rows
-        cur[N_EVENTS] = n_events
-        cur[PARKS] = park_min if any_park else 0
-        while True:
-            code_ = run_key(prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK)
-            nm = cur[NM]
-            ne = cur[NE]
-            if code_ == DONE:
-                break
-            if code_ == OVER_CAPACITY or code_ == INTERRUPTED:
-                status[0] = ERR_CAPACITY if code_ == OVER_CAPACITY else ERR_INTERRUPTED
-                status[1] = k
-                status[2] = cur[ROOM]  # the number of runs
-                break
-            if code_ == NEED_OUT:
-                if opts[7] > 0 and ne + cur[ROOM] > opts[7]:  # the output's bound (the state's bytes)
-                    status[0] = ERR_OUTPUT
-                    status[1] = k
-                    status[2] = ne + cur[ROOM]
-                    break
-                m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = grow_out(
-                    m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + cur[ROOM] + 2, ne + cur[ROOM])
-                outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
-                continue
-            # NEED_ROOM
+        elif why == KW_OUT:  # NEED_OUT: the output (the bound checked in _keys)
+            ne, nm = kc[KC_NE], kc[KC_NM]
+            m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage = grow_out(
+                m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage, nm + cur[ROOM] + 2, ne + cur[ROOM])
+            outT = (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage)
+        else:  # NEED_ROOM: the work arrays, the buffer or the park, for the key's next event
             ao, na, nh = cur[AO], cur[NA], cur[NH]
             need = (na + pm[PM_NK] + 1) * per_run
             n_all = na + P[15][k]
             if not park_room(P, k, need):
                 if opts[8] > 0 and pool_room(P) < need and \
-                        out_runs + na + pm[PM_LIVE] + need > opts[8]:  # the runs of all keys (the state's bytes)
+                        kc[KC_RUNS] + na + pm[PM_LIVE] + need > opts[8]:  # the runs of all keys (the state's bytes)
                     status[0] = ERR_CAPACITY
                     status[1] = k
-                    status[2] = -(out_runs + na + pm[PM_LIVE])  # negative: all keys' runs
+                    status[2] = -(kc[KC_RUNS] + na + pm[PM_LIVE])  # negative: all keys' runs
                     break
                 P = grow_park(P, k, need, vw)
                 pm = P[18]
@@ -939,10 +865,150 @@ def run_batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, par
                 Q = (grow(Q[0], room), grow(Q[1], room), grow(Q[2], room), grow(Q[3], room))
             if room > E[0].shape[0]:
                 E = (grow(E[0], room), grow(E[1], room), grow(E[2], room), grow(E[3], room))
-        start_dead[k] = cur[DEAD]
-        if status[0] != OK:
-            break
+    if status[0] != OK and kc[KC_PHASE] == KP_STEP:
+        start_dead[kc[KC_KEY]] = cur[DEAD]  # (as after every call of the step)
+    out_runs, out_held = kc[KC_RUNS], kc[KC_HELD]
+    nr_state, nr_node, nr_sts, nr_spos, nr_v = new_runs
+    nh_sts, nh_spos, nh_epos, nh_node = new_held
+    return ((nr_ptr, nr_state[:out_runs], nr_node[:out_runs], nr_sts[:out_runs], nr_spos[:out_runs], nr_v[:out_runs]),
+            (nh_ptr, nh_sts[:out_held], nh_spos[:out_held], nh_epos[:out_held], nh_node[:out_held]),
+            (n_row, n_stage, n_parent, n_ref, meta), P, (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage),
+            kc[KC_NM], kc[KC_NE], status)
 
+
+# where ``_keys`` stopped (``kc``): the key, its phase, the new carried runs and held matches so far,
+# the matches and events written, and what it needs (room for ``need``: runs, held matches, the
+# key's carried runs; the state's bound on all runs; the key's held matches; whether it parks)
+KC_KEY, KC_PHASE, KC_RUNS, KC_HELD, KC_NM, KC_NE, KC_NEED, KC_LIMIT, KC_HELD_N, KC_PARK, KC_N = range(11)
+KP_START, KP_STEP, KP_STORE = 0, 1, 2  # a key's phases: load (or copy) its state, step it, store it
+# why ``_keys`` returned: done, failed (``status``), or which arrays need room
+KW_DONE, KW_FAILED, KW_RUNS, KW_HELD, KW_LOAD, KW_OUT, KW_ROOM = range(7)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK, runs, held,
+          start_dead, new_runs, new_held, nr_ptr, nh_ptr, kc, status, cap):
+    """``run_batch``'s keys from ``kc[KC_KEY]`` (in phase ``kc[KC_PHASE]``) on: each key's carried
+    runs and held matches loaded, its events stepped (``run_key``), its runs and held matches
+    stored. Returns ``KW_DONE`` after the last key, ``KW_FAILED`` with ``status`` set, or what
+    must grow first (``KW_*``, with ``kc``), the key and its phase kept in ``kc`` to resume there.
+    No array variable is reassigned here: the loop carries no reference counts."""
+    key_ptr = batch[0]
+    n_keys = key_ptr.shape[0] - 1
+    tick_ts = opts[6]
+    r_ptr, r_state, r_node, r_sts, r_spos, r_v = runs
+    h_ptr, h_sts, h_spos, h_epos, h_node = held
+    W_state, W_node, W_sts, W_spos, W_wake, W_vs, W_v, v_at = Wt
+    Q0, Q1, Q2, Q3 = Q
+    nr_state, nr_node, nr_sts, nr_spos, nr_v = new_runs
+    nh_sts, nh_spos, nh_epos, nh_node = new_held
+    KL, pm = P[15], P[18]
+    pk_idx, pk_1, pk_2, pk_3, pk_4 = PK[0], PK[1], PK[2], PK[3], PK[4]
+    code, consts, masks, cols, vm_stack = prog[10], prog[11], batch[4], batch[5], S[4]
+    vw = r_v.shape[1]
+    any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
+    park_min = opts[9]
+    n_old_keys = r_ptr.shape[0] - 1
+    out_runs, out_held, nm, ne = kc[KC_RUNS], kc[KC_HELD], kc[KC_NM], kc[KC_NE]
+    why = KW_DONE
+    for k in range(kc[KC_KEY], n_keys):
+        phase = kc[KC_PHASE] if k == kc[KC_KEY] else KP_START
+        n_rows = key_ptr[k + 1] - key_ptr[k]
+        n_events = n_rows + 1 if tick_ts != NO_TICK else n_rows
+        lo = r_ptr[k] if k < n_old_keys else 0
+        n_carried = r_ptr[k + 1] - lo if k < n_old_keys else 0
+        hl = h_ptr[k] if k < n_old_keys else 0
+        n_held = h_ptr[k + 1] - hl if k < n_old_keys else 0
+        if phase == KP_START and n_events == 0:  # ---- a key without events keeps its state: copied
+            if out_runs + n_carried > nr_state.shape[0]:
+                why, kc[KC_NEED], kc[KC_LIMIT] = KW_RUNS, out_runs + n_carried, 0
+                break
+            if out_held + n_held > nh_sts.shape[0]:
+                why, kc[KC_NEED] = KW_HELD, out_held + n_held
+                break
+            for i in range(n_carried):
+                nr_state[out_runs + i] = r_state[lo + i]
+                nr_node[out_runs + i] = r_node[lo + i]
+                nr_sts[out_runs + i] = r_sts[lo + i]
+                nr_spos[out_runs + i] = r_spos[lo + i]
+                for jj in range(vw):
+                    nr_v[out_runs + i, jj] = r_v[lo + i, jj]
+            out_runs += n_carried
+            nr_ptr[k + 1] = out_runs
+            for i in range(n_held):
+                nh_sts[out_held + i] = h_sts[hl + i]
+                nh_spos[out_held + i] = h_spos[hl + i]
+                nh_epos[out_held + i] = h_epos[hl + i]
+                nh_node[out_held + i] = h_node[hl + i]
+            out_held += n_held
+            nh_ptr[k + 1] = out_held
+            continue
+        if phase == KP_START:  # ---- load the key's carried runs and held matches (parked runs stay parked)
+            parking = any_park and n_carried + KL[k] >= park_min
+            if n_carried > cap or (parking and not park_fits(P, k, n_carried)) or n_held > Q0.shape[0]:
+                why, kc[KC_NEED], kc[KC_HELD_N], kc[KC_PARK] = KW_LOAD, n_carried, n_held, 1 if parking else 0
+                break
+            na = 0
+            for i in range(n_carried):  # runs in a parkable state park, the others are listed
+                W_state[na] = r_state[lo + i]
+                W_node[na] = r_node[lo + i]
+                W_sts[na] = r_sts[lo + i]
+                W_spos[na] = r_spos[lo + i]
+                W_wake[na] = -1
+                W_vs[na] = na
+                for jj in range(vw):
+                    W_v[na * vw + jj] = r_v[lo + i, jj]
+                s = r_state[lo + i]
+                if parking and pk_idx[s] >= 0:
+                    park(P, k, pk_1, pk_2, pk_3, pk_4, pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v,
+                         na * vw, vw, code, consts, masks, cols, vm_stack)
+                else:
+                    na += 1
+            for i in range(n_held):
+                Q0[i] = h_sts[hl + i]
+                Q1[i] = h_spos[hl + i]
+                Q2[i] = h_epos[hl + i]
+                Q3[i] = h_node[hl + i]
+            v_at[0] = na  # the carried runs' V are the arena's first slots
+            v_at[1] = 0
+            stamp = cur[STAMP]  # condition results are cached under stamps unique in the call
+            cur[:] = 0
+            cur[STAMP] = stamp
+            cur[NA] = na
+            cur[NH] = n_held
+            cur[DEAD] = start_dead[k]
+            cur[KEY] = k
+            cur[ROW_LO] = key_ptr[k]
+            cur[N_ROWS] = n_rows
+            cur[N_EVENTS] = n_events
+            cur[PARKS] = park_min if any_park else 0
+            phase = KP_STEP
+        if phase == KP_STEP:  # ---- step its events (resumed where it stopped for room)
+            cur[NM] = nm
+            cur[NE] = ne
+            code_ = run_key(prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, outT, cur, P, PK)
+            nm = cur[NM]
+            ne = cur[NE]
+            if code_ == OVER_CAPACITY or code_ == INTERRUPTED:
+                status[0] = ERR_CAPACITY if code_ == OVER_CAPACITY else ERR_INTERRUPTED
+                status[1] = k
+                status[2] = cur[ROOM]  # the number of runs
+                why = KW_FAILED
+                break
+            if code_ == NEED_OUT:
+                if opts[7] > 0 and ne + cur[ROOM] > opts[7]:  # the output's bound (the state's bytes)
+                    status[0] = ERR_OUTPUT
+                    status[1] = k
+                    status[2] = ne + cur[ROOM]
+                    why = KW_FAILED
+                    break
+                why = KW_OUT
+                break
+            if code_ != DONE:  # NEED_ROOM
+                why = KW_ROOM
+                break
+            start_dead[k] = cur[DEAD]
+            phase = KP_STORE
         # ---- store the key's listed runs and held matches (its parked runs stay in the park)
         ao, na, nh = cur[AO], cur[NA], cur[NH]
         if out_runs + na > nr_state.shape[0]:
@@ -950,9 +1016,13 @@ def run_batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, par
                 status[0] = ERR_CAPACITY
                 status[1] = k
                 status[2] = -(out_runs + na + pm[PM_LIVE])  # negative: all keys' runs
+                why = KW_FAILED
                 break
-            nr_state, nr_node, nr_sts, nr_spos, nr_v = _room_runs(nr_state, nr_node, nr_sts, nr_spos, nr_v,
-                                                                  out_runs + na, opts[8])  # (to the bound at most)
+            why, kc[KC_NEED], kc[KC_LIMIT] = KW_RUNS, out_runs + na, opts[8]  # (to the bound at most)
+            break
+        if out_held + nh > nh_sts.shape[0]:
+            why, kc[KC_NEED] = KW_HELD, out_held + nh
+            break
         for i in range(na):
             nr_state[out_runs + i] = W_state[ao + i]
             nr_node[out_runs + i] = W_node[ao + i]
@@ -962,16 +1032,15 @@ def run_batch(run_key, prog, opts, stop, batch, runs, held, start_dead, buf, par
                 nr_v[out_runs + i, jj] = W_v[W_vs[ao + i] * vw + jj]
         out_runs += na
         nr_ptr[k + 1] = out_runs
-        nh_sts, nh_spos, nh_epos, nh_node = _room_held(nh_sts, nh_spos, nh_epos, nh_node, out_held + nh)
         for i in range(nh):
-            nh_sts[out_held + i] = Q[0][i]
-            nh_spos[out_held + i] = Q[1][i]
-            nh_epos[out_held + i] = Q[2][i]
-            nh_node[out_held + i] = Q[3][i]
+            nh_sts[out_held + i] = Q0[i]
+            nh_spos[out_held + i] = Q1[i]
+            nh_epos[out_held + i] = Q2[i]
+            nh_node[out_held + i] = Q3[i]
         out_held += nh
         nh_ptr[k + 1] = out_held
-
-    return ((nr_ptr, nr_state[:out_runs], nr_node[:out_runs], nr_sts[:out_runs], nr_spos[:out_runs], nr_v[:out_runs]),
-            (nh_ptr, nh_sts[:out_held], nh_spos[:out_held], nh_epos[:out_held], nh_node[:out_held]),
-            (n_row, n_stage, n_parent, n_ref, meta), P, (m_key, m_row, m_flag, m_tts, m_off, e_row, e_stage),
-            nm, ne, status)
+    kc[KC_RUNS], kc[KC_HELD], kc[KC_NM], kc[KC_NE] = out_runs, out_held, nm, ne
+    if why != KW_DONE:
+        kc[KC_KEY] = k
+        kc[KC_PHASE] = phase
+    return why

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from functools import partial
+from types import FunctionType as PythonFunction
 from typing import Any, Callable
 
 from colcep.engine import codegen
@@ -31,6 +32,7 @@ _SIGS: dict = {}  # step name -> {arg_key: signature}, shared by every Step of t
 _FNS: dict = {}  # step name -> {signature: callable}
 _READY: dict = {}  # step name -> {arg_key: callable}
 _GENERIC: list = []
+_PY_DRIVER: list = []
 _CHILDREN: list = []  # compile_beside's processes (kept: they run on after this process's call)
 #: Build the step before the driver (``colcep.tools.warmup``'s process for the generic step,
 #: beside the one that builds the driver first)
@@ -43,6 +45,15 @@ BESIDE = True
 def built(name: str) -> bool:
     """Whether this process has built the step ``name`` (for some argument types)."""
     return bool(_FNS.get(name))
+
+
+def python_driver() -> Callable[..., Any]:
+    """``run_batch``'s body as Python, calling ``_keys``'s as Python too (the step it is given
+    then is Python: ``jit`` off), the other kernels compiled."""
+    if not _PY_DRIVER:
+        f = knfa.run_batch.py_func
+        _PY_DRIVER.append(PythonFunction(f.__code__, dict(f.__globals__, _keys=knfa._keys.py_func), f.__name__))
+    return _PY_DRIVER[0]
 
 
 def step_type(args: tuple) -> Any:
@@ -123,7 +134,7 @@ class Step:
         if fn is not None:
             return fn
         if sig is None:
-            fn = partial(knfa.run_batch.py_func, self.run_key)
+            fn = partial(python_driver(), self.run_key)
         else:
             step, driver_sig = sig
             if self.beside and BESIDE and not STEP_FIRST and step.args not in self.run_key.overloads:
