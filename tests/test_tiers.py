@@ -8,7 +8,9 @@ the compiled tier in ``test_conformance.py``; the random patterns in ``test_step
 Compiling a shape costs ~10-20 s of CPU: the tests here that compile for real use the P1 shape
 of the desk's patterns (``test_stepgen`` compiles it too: the second loads it from the disk
 cache); the others run the generated step as Python (``codegen.JIT`` False)."""
+import contextlib
 import hashlib
+import io
 import os
 import subprocess
 import sys
@@ -472,3 +474,32 @@ def test_unknown_tier_is_an_input_error_and_specialised_is_compiled(monkeypatch)
     m = cc.Matcher(P2, key="name", time="ts", tier="specialised")  # (the tier the compiled step replaced)
     m.process(make_ticks(1000, symbols=4))
     assert m._tier.requested == "compiled" and m.kernel_tier == "compiled"
+
+
+def test_compiles_leave_the_callers_streams(monkeypatch):
+    """Where colorama is installed, Numba formats the errors it catches while compiling in
+    colorama's init / deinit, which put back the streams of colorama's import: a compile undid
+    the caller's ``redirect_stdout`` (the docs' examples lost their output to "auto"'s compiling
+    thread). colcep makes Numba's colour shell a no-op when it is imported."""
+    from numba.core import errors
+
+    assert errors.ColorShell is cache._NoColorShell or not hasattr(errors, "ColorShell")
+    stale = io.StringIO()
+
+    class Swapping:  # (colorama's init and deinit, as on Linux: the streams of its import)
+        def __init__(self):
+            sys.stdout = stale
+
+        def __enter__(self):
+            return None
+
+        def __exit__(self, *exc):
+            sys.stdout = stale
+
+    monkeypatch.setattr(errors, "ColorShell", Swapping)
+    cache.keep_streams()
+    mine = io.StringIO()
+    with contextlib.redirect_stdout(mine):
+        with errors.ColorShell():  # (what Numba does while it formats an error)
+            print("still mine")
+    assert mine.getvalue() == "still mine\n" and stale.getvalue() == ""

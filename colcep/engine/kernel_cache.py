@@ -39,7 +39,7 @@ import re
 import sys
 import tempfile
 import threading
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from colcep.version import __version__
 
@@ -175,14 +175,38 @@ def _locator_class():
     return ColcepCacheLocator
 
 
+class _NoColorShell:
+    """Numba's ``ColorShell``, doing nothing (see :func:`keep_streams`)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+def keep_streams() -> None:
+    """Where colorama is installed, Numba formats the errors it raises and catches while it
+    compiles in colorama's ``init()`` / ``deinit()``, which set ``sys.stdout`` and ``sys.stderr``
+    back to the streams of colorama's import: a compile undid the caller's redirection (a
+    notebook cell's, ``contextlib.redirect_stdout``), from any thread ("auto"'s background
+    compile too). Numba's colour shell is made a no-op (its messages are uncoloured by default)."""
+    from numba.core import errors
+
+    if getattr(errors, "ColorShell", _NoColorShell) is not _NoColorShell:
+        errors.ColorShell = _NoColorShell
+
+
 def install() -> bool:
     """Put colcep's locator first in Numba's list (before ``colcep.kernels`` modules define
-    their ``@njit(cache=True)`` functions: ``colcep/__init__.py`` calls this first).
+    their ``@njit(cache=True)`` functions: ``colcep/__init__.py`` calls this first), and keep
+    Numba's compiles off the caller's streams (:func:`keep_streams`).
     Returns False when this Numba has no such list (then Numba's own locators apply)."""
     try:
         from numba.core import caching
     except ImportError:  # pragma: no cover
         return False
+    keep_streams()
     impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl", None)
     classes = getattr(impl, "_locator_classes", None)
     if not isinstance(classes, list):  # pragma: no cover - a Numba we do not know
