@@ -6,9 +6,11 @@ batch) or "auto", the default (that step compiled in a background thread, the ge
 running meanwhile; the Matcher switches at the first batch boundary after it is ready). "auto"
 starts the compile once the Matcher has stepped ``AUTO_MIN_ROWS`` rows (a compile costs seconds
 of a core, cached on disk per machine: a small job is not worth one), or at once where the step
-is already built in this process. A pattern the generator does not write (``stepgen.unsupported``: a too wide state) runs on the
-generic kernel in both. The tiers share the state layout, so a state moves between them at any
-batch boundary. A failed generation or compile falls back to the generic kernel with a warning.
+is already built in this process. A pattern the generator does not write
+(``stepgen.unsupported``: a too wide state), or whose step fails to generate or compile, runs on
+the generic kernel: "compiled" says so in a warning, "auto" in a log line (logger ``colcep``) and
+``Tier.why_generic``. The tiers share the state layout, so a state moves between them at any
+batch boundary.
 Both steps run through the one driver, ``kernels.nfa.run_batch`` (``colcep.engine.steps``).
 "specialised", the name of an earlier tier the compiled step replaced, is taken as "compiled".
 """
