@@ -11,6 +11,7 @@ import pytest
 import colcep as cc
 from colcep.engine import many
 from colcep import col, last
+from colcep.engine.matcher import NAMES_TYPE
 from colcep.errors import CapacityError, InputError
 from colcep.tools.examples import BENCHMARK_PATTERNS, desk_patterns
 from colcep.tools.ticks import make_ticks
@@ -181,7 +182,27 @@ def test_close_before_any_batch_is_typed_with_a_schema():
     assert out.num_rows == 0
     assert out.schema.names == ["pattern", "match_id", "name", "stage", "row", "price"]
     assert out.schema.field("name").type == pa.string() and out.schema.field("price").type == pa.float64()
+    assert out.schema.field("pattern").type == out.schema.field("stage").type == NAMES_TYPE
     assert cc.match_many(t.slice(0, 0), pats, key="name", time="ts", columns=["price"]).schema.equals(out.schema)
+
+
+def test_the_pattern_and_stage_columns_are_dictionary_encoded_over_the_names():
+    """No string is copied per row: ``pattern`` indexes all the pattern names (one dictionary for
+    every pattern's rows), ``stage`` each pattern's stage names in pattern order."""
+    t = make_ticks(20_000, 20, 4)
+    pats = {"p3": BENCHMARK_PATTERNS["P3"], "p1": BENCHMARK_PATTERNS["P1"]}
+    out = cc.match_many(t, pats, key="name", time="ts", columns=[])
+    assert out.schema.field("pattern").type == out.schema.field("stage").type == NAMES_TYPE
+    for chunk in out.column("pattern").chunks:
+        assert chunk.dictionary.to_pylist() == ["p3", "p1"]
+    for name, p in pats.items():
+        mine = _of(out, name)
+        assert mine.num_rows > 0
+        for chunk in mine.column("stage").chunks:
+            assert chunk.dictionary.to_pylist() == cc.compile(p).stage_names
+        alone = cc.match(t, p, key="name", time="ts", columns=[])
+        assert alone.schema.field("stage").type == NAMES_TYPE
+        assert mine.column("stage").to_pylist() == alone.column("stage").to_pylist()
 
 
 def test_progress_only_goes_forward():

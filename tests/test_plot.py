@@ -11,7 +11,7 @@ from matplotlib.collections import LineCollection, PathCollection
 
 import colcep
 from colcep.cli import main
-from colcep.tools.summary import summarize
+from colcep.tools.summary import TimeHistogram, summarize
 from colcep.tools.examples import get_example
 from colcep.tools.plot import plot_key, plot_overview, plot_scan
 from colcep.tools.ticks import make_ticks, write_ticks
@@ -193,9 +193,50 @@ def test_match_starts_reads_batches_of_any_size_as_one_table():
     want_starts = sorted(firsts.column("ts_min").to_pylist())
     want_keys = Counter(firsts.column("name_min").to_pylist())
     assert len(want_starts) > 100
+    want = TimeHistogram()
+    want.add(np.array(want_starts, np.int64))
     for size in (1, 2, 3, 7, 64, out.num_rows):
         start, per_key = match_starts(out.to_batches(max_chunksize=size), "name", "ts")
-        assert sorted(start.to_pylist()) == want_starts, size
+        assert (start.width, start.origin, start.lo, start.hi) == (want.width, want.origin, want.lo, want.hi), size
+        assert np.array_equal(start.counts, want.counts) and start.total == len(want_starts), size
         assert per_key == want_keys, size
     empty, none = match_starts(out.slice(0, 0).to_batches(), "name", "ts")
-    assert len(empty) == 0 and none == {}
+    assert empty.total == 0 and none == {}
+
+
+def _drawn(fig) -> tuple:
+    """What a scan's picture shows: the overview's bars, the top keys' bars, the key's title and
+    its marked events per stage."""
+    ax_t, ax_k, ax_key = fig.axes
+    return ([p.get_height() for p in ax_t.patches], ax_t.get_title(),
+            {t.get_text(): p.get_width() for t, p in zip(ax_k.get_yticklabels(), ax_k.patches)},
+            ax_key.get_title(), marked(ax_key))
+
+
+def test_a_scan_draws_its_picture_from_its_own_counts(tmp_path):
+    """``colcep scan`` keeps each match's first time as it writes (``Summary(first_times=)``), so
+    its picture reads only the drawn key's rows back (row group by row group, the key column
+    first): the picture is the one drawn from the folder alone, several patterns and row groups."""
+    from colcep.tools.plot import match_starts
+    from colcep.tools.summary import Summary
+
+    data = write_ticks(tmp_path / "t.parquet", 30_000, 6, seed=3)
+    assert main(["scan", str(data), "--pattern", "paper_query3,three_rising", "--in-process", "--batch-rows",
+                 "4000", "--out", str(tmp_path / "m"), "-q"]) == 0
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "m" / "part-00000.parquet").num_row_groups > 3
+    out = ds.dataset(str(tmp_path / "m"), format="parquet").to_table()
+    assert out.schema.field("pattern").type == out.schema.field("stage").type == pa.dictionary(pa.int32(), pa.string())
+    counted = Summary("name", time="ts", named=True, starts=True)
+    for b in out.to_batches(max_chunksize=777):
+        counted.add(b)
+    starts, per_key = counted.start_times(), dict(counted.per_key())
+    want_starts, want_keys = match_starts(out.to_batches(), "name", "ts")
+    assert np.array_equal(starts.counts, want_starts.counts) and per_key == want_keys
+    read = _drawn(plot_scan(tmp_path / "m", out=tmp_path / "a.png"))
+    kept = _drawn(plot_scan(tmp_path / "m", out=tmp_path / "b.png", overview=(starts, per_key)))
+    assert kept == read and sum(read[0]) == starts.total > 100 and sum(read[4].values()) > 0
+    assert "its first 12 of" in read[3]  # (only the key's first 12 matches' rows were read for it)
+    assert Summary("name", time="ts").start_times() is None

@@ -9,6 +9,7 @@ import pytest
 
 import colcep as cc
 from colcep.tools.examples import BENCHMARK_PATTERNS, get_example
+from colcep.tools import summary
 from colcep.tools.summary import Summary, summarize
 from colcep.tools.ticks import make_ticks
 
@@ -39,11 +40,15 @@ def reference(m: pa.Table, key: str, top: int, time: str) -> dict:
 
 
 @pytest.mark.parametrize("batch", [1, 7, 1000, 10**9])
-def test_summary_in_batches_equals_the_whole_table(batch):
+@pytest.mark.parametrize("strings", [False, True], ids=["dictionary", "strings"])
+def test_summary_in_batches_equals_the_whole_table(batch, strings, monkeypatch):
     t = make_ticks(20_000, 30, 6)
     out = cc.match(t, get_example("paper_query3").pattern, key="name", time="ts", columns=["ts"], timeouts=True)
+    if strings:  # (a table from elsewhere: the stage as plain strings)
+        out = out.set_column(out.schema.get_field_index("stage"), "stage", out.column("stage").cast(pa.string()))
     want = reference(out, "name", 5, "ts")
     assert want["matches"] > 50 and want["timed_out"] > 10
+    monkeypatch.setattr(summary._KeyCounts, "_MERGE_ROWS", 5)  # the per-key counts summed often
     s = Summary("name", 5, "ts")
     for i in range(0, out.num_rows, batch):
         s.add(out.slice(i, batch))
@@ -122,3 +127,47 @@ def test_summary_of_several_patterns_whose_rows_come_in_several_runs():
     assert got["patterns"] == {n: {"matches": p["matches"], "matched_events": p["matched_events"]}
                                for n, p in per.items()}
     assert all(p["matches"] > 10 for p in per.values())
+
+
+def reference_histogram(values: list[int], bins: int) -> tuple[int, int, list[int]]:
+    """The bins ``TimeHistogram`` must have: the least power-of-two width whose ``bins`` bins,
+    aligned to it, cover the values; (width, origin, counts), in plain Python."""
+    lo, hi = min(values), max(values)
+    width = 1
+    while hi - (lo // width) * width >= bins * width:
+        width *= 2
+    origin = (lo // width) * width
+    counts = [0] * bins
+    for v in values:
+        counts[(v - origin) // width] += 1
+    return width, origin, counts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_time_histogram_is_exact_whatever_the_split(seed):
+    """The matches-over-time counts of a scan's picture, in constant memory: any split of the
+    times (widening as they come, the lowest arriving late) gives the bins of all of them at once,
+    int64's extremes included."""
+    rng = np.random.default_rng(seed)
+    i64 = np.iinfo(np.int64)
+    scale = [10, 10**6, 10**12, i64.max // 2][seed % 4]
+    values = rng.integers(-scale if seed % 2 else 0, scale, 3000)
+    if seed == 5:
+        values[[7, 2000]] = [i64.min, i64.max]
+    width, origin, counts = reference_histogram(values.tolist(), summary.TimeHistogram.BINS)
+    h = summary.TimeHistogram()
+    cuts = np.sort(rng.integers(0, len(values), 12))
+    for part in np.split(values, cuts):
+        h.add(part)
+    assert (h.width, h.origin, h.lo, h.hi) == (width, origin, int(values.min()), int(values.max()))
+    assert h.counts.tolist() == counts and h.total == len(values)
+    bars, edges = h.bars(25)
+    assert len(bars) == 25 and bars.sum() == len(values) and len(edges) == 26
+    assert edges[0] <= values.min() and edges[-1] >= float(values.max()) and np.all(np.diff(edges) > 0)
+
+
+def test_time_histogram_of_floats_and_nothing():
+    h = summary.TimeHistogram()
+    assert h.total == 0 and h.bars(3)[0].tolist() == [0, 0, 0]
+    h.add(np.array([0.5, 1.9, -0.5, 7.0]))
+    assert h.total == 4 and (h.lo, h.hi, h.width) == (-1, 7, 1)

@@ -322,7 +322,7 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
         if not job.in_process:
             wanted = [c for c in (PATTERN_COL, "match_id", job.key, "stage", "timed_out", job.time)
                       if c is not None and c in res.schema.names]
-            counted = Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)
+            counted = _summary(job)
             for b in res.to_batches(columns=wanted):  # batch by batch: memory follows the keys, not the output
                 counted.add(b)
         result = counted.result()
@@ -344,15 +344,23 @@ def run_scan(job: ScanJob, rep: Reporter | None = None) -> dict[str, Any]:
     rep.step(f"wrote {_num(result['matched_events'])} matched events to {final}/")
     if job.picture:
         t_pic = time.perf_counter()
-        summary["picture"] = _draw_picture(final, rep)
+        summary["picture"] = _draw_picture(final, rep, counted)
         secs["picture"] = time.perf_counter() - t_pic
     secs["total"] = time.perf_counter() - t_start
     (final / "_summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
 
-def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
-    """``<out>.png`` beside the output, or None (matplotlib missing / nothing to draw)."""
+def _summary(job: ScanJob) -> Summary:
+    """The scan's counts, made as its output is written (with the matches' first times for
+    the picture, in constant memory)."""
+    return Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts,
+                   starts=job.picture)
+
+
+def _draw_picture(out_dir: Path, rep: Reporter, counted: Summary) -> str | None:
+    """``<out>.png`` beside the output, or None (matplotlib missing / nothing to draw). The
+    overview is drawn from ``counted``'s figures (the folder is read only for the drawn key)."""
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
@@ -363,7 +371,8 @@ def _draw_picture(out_dir: Path, rep: Reporter) -> str | None:
     png = scan_picture_path(out_dir)
     rep.step(f"drawing the matches -> {png} ...")
     try:
-        plot_scan(out_dir, out=png)
+        starts = counted.start_times()
+        plot_scan(out_dir, out=png, overview=None if starts is None else (starts, dict(counted.per_key())))
     except Exception as exc:  # noqa: BLE001 - the scan's output stands without its picture
         rep.step(f"no picture: {type(exc).__name__}: {exc}")
         return None
@@ -400,7 +409,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     out_file = out_dir / "part-00000.parquet"
     schema = Streams(specs).schema
     writer = [match_writer(out_file, schema)]
-    counted = [Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)]
+    counted = [_summary(job)]
 
     def write_now(t: pa.Table) -> None:
         writer[0].write_table(t)
@@ -423,7 +432,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
         background[0].abort()
         writer[0].close()
         writer[0] = match_writer(out_file, schema)
-        counted[0] = Summary(job.key, job.top, job.time, bool(job.patterns), job.timeouts)
+        counted[0] = _summary(job)
         background[0] = BackgroundWriter(write_now)
 
     total = data.count_rows() if fmt == "parquet" else None

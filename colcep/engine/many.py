@@ -18,7 +18,7 @@ import pyarrow as pa
 from colcep.engine.feed import feed
 from colcep.engine.inputs import as_table
 from colcep.engine.keys import dictionary_encoded, key_names, normalize_key
-from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, Matcher, match_all,
+from colcep.engine.matcher import (DEFAULT_MAX_PARTIAL_MATCHES, DEFAULT_MAX_STATE_BYTES, NAMES_TYPE, Matcher, match_all,
                                    scan_input)
 from colcep.engine.tiers import DEFAULT_TIER
 from colcep.errors import InputError
@@ -47,7 +47,7 @@ class ManyMatcher:
     ``patterns``: name -> Pattern (or a front-end query with its key, or a compiled pattern);
     names are strings. The other arguments are :class:`~colcep.Matcher`'s, the same for every
     pattern. ``process`` and ``close`` return every pattern's output with its name in the column
-    ``pattern`` (a string). A call that raises leaves every pattern's state as it was before it.
+    ``pattern`` (dictionary-encoded over all the names, as the ``stage`` column is over the stage names). A call that raises leaves every pattern's state as it was before it.
     Snapshots are per pattern: ``matchers[name].snapshot()`` (and ``Matcher.restore``).
     """
 
@@ -75,6 +75,7 @@ class ManyMatcher:
             for name, p in patterns.items()}
         lockstep(list(self.matchers.values()))
         self._encoded: dict[str, pa.DataType] = {}  # key columns this object encodes, and their type
+        self._names = pa.array(list(self.matchers), pa.string())  # the pattern column's dictionary
 
     def process(self, batch: Any, watermark: Any = None) -> pa.Table:
         """Feed one batch to every pattern; returns what it completed, pattern by pattern."""
@@ -95,7 +96,7 @@ class ManyMatcher:
         return self._named(close_all(list(self.matchers.values())))
 
     def _named(self, outs: list[pa.Table]) -> pa.Table:
-        return pa.concat_tables([with_pattern(name, self._decoded(out)) for name, out in zip(self.matchers, outs)],
+        return pa.concat_tables([with_pattern(i, self._decoded(out), self._names) for i, out in enumerate(outs)],
                                 promote_options="permissive")
 
     def _decoded(self, out: pa.Table) -> pa.Table:
@@ -200,9 +201,13 @@ def atomically(ms: list[Matcher], run: Callable[[], list[pa.Table]]) -> list[pa.
     return outs
 
 
-def with_pattern(name: str, out: pa.Table) -> pa.Table:
-    """A pattern's output table with its name in a first column ``pattern``."""
-    return out.add_column(0, pa.field(PATTERN_COL, pa.string(), False), _repeated(name, out.num_rows))
+def with_pattern(i: int, out: pa.Table, names: pa.Array, dictionary: bool = True) -> pa.Table:
+    """Pattern ``i``'s output table with its name (``names[i]``) in a first column ``pattern``:
+    dictionary-encoded over ``names`` (type ``NAMES_TYPE``), or strings (not ``dictionary``)."""
+    if not dictionary:
+        return out.add_column(0, pa.field(PATTERN_COL, pa.string(), False), _repeated(names[i].as_py(), out.num_rows))
+    idx = pa.array(np.full(out.num_rows, i, np.int32))
+    return out.add_column(0, pa.field(PATTERN_COL, NAMES_TYPE, False), pa.DictionaryArray.from_arrays(idx, names))
 
 
 def _repeated(s: str, n: int) -> pa.Array:

@@ -50,6 +50,7 @@ CHUNK_ROWS = 1 << 14  # rows per kernel call: what one call reads stays in the c
 CHUNK_ROWS_PER_KEY = 256  # ... but at least this many per key, or per-key work dominates (64: 5-13 % slower at 5,000)
 SHARD_CHUNKS = 4  # a thread's calls take this many CHUNK_ROWS of its rows: fewer calls, fewer waits for the GIL
 OUTPUT_PARALLEL_ROWS = 1 << 13  # with threads, an output of this many events makes its parts at once
+NAMES_TYPE = pa.dictionary(pa.int32(), pa.string())  # the output's stage (and match_many's pattern) column
 TRIM_ROWS = 1 << 12  # input rows fed between two looks for input blocks no longer referred to (at least)
 # max_state_bytes bounds everything a call holds (docs/guide/state.md, "Bounds on the state"): of it,
 WORK_SHARE = 4  # ... a quarter for the kernel's work arrays (the runs of the key it steps) ...
@@ -164,6 +165,7 @@ class Matcher:
                                  out_of_orderness)
         self._bound: Binding | None = None if schema is None else self._inputs.bind(schema)
         self._empty_cache = self._schema_cache = (False, None)  # (binding, output) made for it
+        self._stage_dict: pa.Array | None = None  # (the stage column's dictionary: _stage_names)
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         if self.threads > 1:
             self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
@@ -622,7 +624,7 @@ class Matcher:
         fields = [pa.field("match_id", pa.int64(), False)]
         # before any batch the input's types are unknown: the key and the chosen columns typed null
         fields += [pa.field(k, schema.field(k).type if schema is not None else pa.null()) for k in self.key_columns]
-        fields += [pa.field("stage", pa.string(), False), pa.field("row", pa.int64(), False)]
+        fields += [pa.field("stage", NAMES_TYPE, False), pa.field("row", pa.int64(), False)]
         if self.timeouts:
             fields += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
         if schema is not None:
@@ -660,7 +662,6 @@ class Matcher:
         made: dict[str, Any] = {}
         if self.key_columns:
             made[KEYS] = (lambda: st.keys.arrays(keys)) if len(keys) else (lambda: None)
-        made["stage"] = lambda: pa.array(self.program.stage_names, pa.string()).take(stages)
         out_cols, event_time = [], self.out_of_orderness is not None
         if self._bound is not None:
             out_cols = self._inputs.output_columns(self._bound.schema)
@@ -674,7 +675,7 @@ class Matcher:
             key_type = schema.field(k).type
             got = made[KEYS][i] if made[KEYS] is not None else pa.array([], key_type)
             cols[k] = got if got.type == key_type else got.cast(key_type)
-        cols["stage"] = made["stage"]
+        cols["stage"] = pa.DictionaryArray.from_arrays(pa.array(stages, pa.int32()), self._stage_names())
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:
             cols["timed_out"] = pa.array(flags)
@@ -686,6 +687,12 @@ class Matcher:
             if event_time:
                 cols["row"] = data.column(ARRIVAL).combine_chunks()
         return pa.table(cols, schema=schema)
+
+    def _stage_names(self) -> pa.Array:
+        """The stage column's dictionary: the pattern's stage names (made once)."""
+        if self._stage_dict is None:
+            self._stage_dict = pa.array(self.program.stage_names, pa.string())
+        return self._stage_dict
 
     def _gather(self, rows: np.ndarray, names: list[str]) -> pa.Table:
         """Columns ``names`` of the fed rows ``rows`` (positions in feeding order), from the

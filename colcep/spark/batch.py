@@ -37,7 +37,7 @@ from colcep.expr import Expr
 from colcep.engine.inputs import as_table, describe_row, first_nulls, null_checks
 from colcep.engine.keys import key_names, normalize_key
 from colcep.engine.many import PATTERN_COL, close_all, keys_encoded, lockstep, process_all, with_pattern
-from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, Matcher
+from colcep.engine.matcher import DEFAULT_MAX_PARTIAL_MATCHES, NAMES_TYPE, Matcher
 from colcep.pattern import KeyedPattern, Pattern, with_key
 from colcep.engine.progress import progress_wanted
 from colcep.spark.progress import spark_scan_meter
@@ -235,8 +235,13 @@ class Streams:
         self.schema = self.first.out_schema
         self._lockstep = self.named and not grouped
         self._matchers: list[Matcher] | None = None
+        # the pattern column typed as the stage column: dictionary-encoded in Arrow, strings for Spark
+        self._dictionary = self.first.out_schema.field("stage").type == NAMES_TYPE
+        self._names = pa.array(list(self.specs), pa.string())
+        self._index = {n: i for i, n in enumerate(self.specs)}
         if self.named:
-            self.schema = pa.schema([pa.field(PATTERN_COL, pa.string(), False), *self.first.out_schema])
+            self.schema = pa.schema([pa.field(PATTERN_COL, self.first.out_schema.field("stage").type, False),
+                                     *self.first.out_schema])
 
     @property
     def rows(self) -> int:
@@ -269,7 +274,7 @@ class Streams:
         return [self._name(n, t) for n, s in self.streams.items() for t in s.finish()]
 
     def _name(self, name: str, t: pa.Table) -> pa.Table:
-        return with_pattern(name, t) if self.named else t
+        return with_pattern(self._index[name], t, self._names, self._dictionary) if self.named else t
 
 
 def arrow_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
@@ -288,7 +293,7 @@ def arrow_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str |
     in_fields = [schema.field(c) for c in need] + ([pa.field(ROW_COL, pa.int64())] if seq is None else [])
     out = [pa.field("match_id", pa.int64(), False)]
     out += [schema.field(k) for k in key_names(key)]
-    out += [pa.field("stage", pa.string(), False), pa.field("row", pa.int64(), False)]
+    out += [pa.field("stage", NAMES_TYPE, False), pa.field("row", pa.int64(), False)]
     if timeouts:
         out += [pa.field("timed_out", pa.bool_(), False), pa.field("timeout_ts", pa.int64())]
     out += [schema.field(c) for c in out_cols]

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from colcep.engine.many import PATTERN_COL
 from colcep.engine.matcher import as_table
 from colcep.tools.file_scan import parquet_batches
-from colcep.tools.summary import unique_match_ids
+from colcep.tools.summary import Summary, TimeHistogram, time_numbers, unique_match_ids
 
 __all__ = ["match_starts", "plot_key", "plot_overview", "plot_scan", "scan_picture_path"]
 
@@ -102,13 +102,6 @@ def _axis_for(col: pa.ChunkedArray | pa.Array, time_unit: str) -> _TimeAxis:
     return _TimeAxis(col.type, float(lo or 0), float(hi or 0), time_unit)
 
 
-def _ints(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A time column as int64 numbers (timestamps in their unit)."""
-    if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.int64())
-    return np.asarray(col.to_numpy(), dtype=np.float64 if pa.types.is_floating(col.type) else np.int64)
-
-
 def _save(fig, out: str | os.PathLike | None):
     if out is not None:
         out = Path(out)
@@ -140,7 +133,7 @@ def _match_events(matches: pa.Table, data: pa.Table | None, time: str, column: s
 
 def plot_key(data: Any, matches: Any, key_value: Any, *, key: str | None = "name", time: str = "ts",
              column: str = "price", time_unit: str = "ms", seq: str | None = "id", max_matches: int | None = None,
-             title: str | None = None, out: str | os.PathLike | None = None, ax=None):
+             title: str | None = None, out: str | os.PathLike | None = None, ax=None, total: int | None = None):
     """One key's ``column`` over time with each match's events marked by stage.
 
     data: the input rows (a Table, DataFrame or a Parquet / CSV path); only ``key_value``'s rows
@@ -154,6 +147,8 @@ def plot_key(data: Any, matches: Any, key_value: Any, *, key: str | None = "name
     max_matches: draw only the time range of the key's first ``max_matches`` matches (a zoom).
     out: also write the figure as PNG there. ax: draw into this matplotlib Axes instead of a
         new figure (the Axes' figure is returned).
+    total: the key's number of matches, when ``matches`` holds only its first ``max_matches``
+        (the title tells it).
 
     Returns the matplotlib Figure. The marked points are the matched events of the key in the
     drawn range, one per event (timed-out partial matches are left out).
@@ -180,13 +175,13 @@ def plot_key(data: Any, matches: Any, key_value: Any, *, key: str | None = "name
         data = data.sort_by(time)
     ev = _match_events(matches, data, time, column, seq)
     ev = ev.sort_by([("match_id", "ascending"), (time, "ascending")]) if ev.num_rows else ev
-    n_all = len(pc.unique(ev.column("match_id"))) if ev.num_rows else 0
+    n_all = total if total is not None else len(pc.unique(ev.column("match_id"))) if ev.num_rows else 0
     if max_matches is not None and ev.num_rows:
         first_ids = pc.unique(ev.column("match_id")).slice(0, max_matches)
         ev = ev.filter(pc.is_in(ev.column("match_id"), first_ids))
-        lo, hi = _padded(_ints(ev.column(time)))
+        lo, hi = _padded(time_numbers(ev.column(time)))
         if data is not None:
-            dt = _ints(data.column(time))
+            dt = time_numbers(data.column(time))
             data = data.filter(pa.array((dt >= lo) & (dt <= hi)))
     ref = data.column(time) if data is not None and data.num_rows else ev.column(time)
     axis = _axis_for(ref, time_unit)
@@ -266,57 +261,23 @@ def _match_batches(matches: Any, columns: Sequence[Any]) -> "tuple[Iterator[pa.R
     return iter(t.select(cols).to_batches()), t.column_names
 
 
-def match_starts(batches: "Iterable[pa.RecordBatch]", key: str | None, time: str) -> "tuple[pa.Array, dict]":
-    """Each match's first ``time`` (one per match, timed-out partial matches left out) and the
-    number of matches per ``key`` value, from record batches of a match table in its order (a
-    match's rows are consecutive: a new ``match_id``, or ``pattern``, starts the next match),
-    a batch at a time, so that a scan's output of any size is summed in little memory."""
-    starts: list = []
-    per_key: dict = {}
-    last: Any = None  # (pattern, match_id) of the previous batch's last row
-    carry: Any = None  # the first time of that row's match (its rows may go on in the next batch)
-    typ = None
+def match_starts(batches: "Iterable[pa.RecordBatch]", key: str | None, time: str) -> "tuple[TimeHistogram, dict]":
+    """Each match's first ``time`` (one per match, timed-out partial matches left out), counted
+    in a :class:`~colcep.tools.summary.TimeHistogram`, and the number of matches per ``key``
+    value, from record batches of a match table in its order (a match's rows are consecutive: a
+    new ``match_id``, or ``pattern``, starts the next match), a batch at a time
+    (:class:`~colcep.tools.summary.Summary`): a scan's output of any size in constant memory."""
+    counted: Summary | None = None
     for b in batches:
-        if "timed_out" in b.schema.names:
-            b = b.filter(pc.invert(pc.fill_null(b.column("timed_out"), False)))
-        n = b.num_rows
-        if n == 0:
-            continue
-        col = b.column(time)
-        typ = col.type
-        t = _ints(col)
-        ids = b.column("match_id").to_numpy(zero_copy_only=False)
-        new = np.empty(n, np.bool_)
-        new[1:] = ids[1:] != ids[:-1]
-        pats = None
-        if PATTERN_COL in b.schema.names:
-            enc = b.column(PATTERN_COL).dictionary_encode()
-            pats = enc.indices.to_numpy(zero_copy_only=False)
-            new[1:] |= pats[1:] != pats[:-1]
-        first = (enc.dictionary[pats[0]].as_py() if pats is not None else None, int(ids[0]))
-        new[0] = first != last
-        heads = np.flatnonzero(new)
-        lead = heads[0] if heads.size else n  # rows going on with the previous batch's last match
-        if lead:
-            carry = t[:lead].min() if carry is None else min(carry, t[:lead].min())
-        if heads.size:
-            if carry is not None:
-                starts.append(np.array([carry], t.dtype))
-            mins = np.minimum.reduceat(t, heads)
-            starts.append(mins[:-1])
-            carry = mins[-1]  # (its rows may go on in the next batch)
-            if key is not None:
-                counts = pc.value_counts(b.column(key).take(pa.array(heads)))
-                for v, c in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
-                    per_key[v] = per_key.get(v, 0) + c
-        last = (enc.dictionary[pats[-1]].as_py() if pats is not None else None, int(ids[-1]))
-    if carry is not None:
-        starts.append(np.array([carry]))
-    flat = np.concatenate(starts) if starts else np.empty(0, np.int64)
-    return pa.array(flat).cast(typ) if typ is not None else pa.array(flat), per_key
+        if counted is None:
+            counted = Summary(key, time=time, named=PATTERN_COL in b.schema.names, starts=True)
+        counted.add(b)
+    if counted is None:
+        return TimeHistogram(), {}
+    return counted.start_times(), dict(counted.per_key())
 
 
-def _draw_overview(start: pa.Array, per_key: dict, *, key: str | None, time: str, time_unit: str, bins: int,
+def _draw_overview(start: TimeHistogram, per_key: dict, *, key: str | None, time: str, time_unit: str, bins: int,
                    top: int, title: str | None, out: Any, axes: Any):
     has_keys = key is not None and bool(per_key)
     if axes is None:
@@ -329,20 +290,21 @@ def _draw_overview(start: pa.Array, per_key: dict, *, key: str | None, time: str
     else:
         ax_t, ax_k = axes[0], (axes[1] if len(axes) > 1 else None)
         fig = ax_t.figure
-    n = len(start)
+    n = start.total
     if n:
-        axis = _axis_for(start, time_unit)
-        x = axis.values(start)
+        typ = start.type or pa.int64()
+        axis = _TimeAxis(typ, start.lo, start.hi, typ.unit if pa.types.is_timestamp(typ) else time_unit)
+        counts, edges = start.bars(bins)
         if axis.dates:
             import matplotlib.dates as mdates
 
-            xn = mdates.date2num(x.astype("datetime64[ns]"))
-            counts, edges = np.histogram(xn, bins=bins)
+            unit = typ.unit if pa.types.is_timestamp(typ) else time_unit
+            edges = mdates.date2num(edges.astype(np.int64).astype(f"datetime64[{unit}]").astype("datetime64[ns]"))
             ax_t.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", alpha=0.8)
             ax_t.xaxis_date()
             width = f"{(edges[1] - edges[0]) * 86400:,.0f} s"
         else:
-            counts, edges = np.histogram(x, bins=bins)
+            edges = edges / (_UNIT_PER_SECOND[axis.unit] * axis.scale)
             ax_t.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue", alpha=0.8)
             width = _span((edges[1] - edges[0]) * axis.scale)
         ax_t.set_xlabel(axis.xlabel(time))
@@ -387,12 +349,63 @@ def _zoom(matches: pa.Table, time: str, max_matches: int | None) -> tuple[int, i
         return None
     ids = matches.column("match_id")
     first = pc.unique(ids.take(pc.sort_indices(ids))).slice(0, max_matches)  # (as plot_key takes them)
-    return _padded(_ints(matches.filter(pc.is_in(ids, first)).column(time)))
+    return _padded(time_numbers(matches.filter(pc.is_in(ids, first)).column(time)))
 
 
 def _key_value(v: Any, typ: pa.DataType) -> Any:
     """A key value as the summary writes it (a string) in the key column's type."""
     return int(v) if pa.types.is_integer(typ) else v
+
+
+def _key_rows(out_dir: Path, key: str, value: Any, columns: Sequence[Any],
+              first: int | None) -> tuple[pa.Table, int]:
+    """One key's rows of a scan's output folder, only those of its ``first`` matches (timed-out
+    partial matches left out; None: all), and its number of matches. The key, pattern and match
+    ids are read first, row group by row group (the key as a dictionary: no string made per
+    row); the other ``columns`` only of the row groups that hold the rows drawn."""
+    import pyarrow.dataset as ds
+
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns={key, PATTERN_COL}),
+                               default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+    data = ds.dataset(str(out_dir), format=fmt, partitioning="hive")
+    names = data.schema.names
+    ident = [c for c in (PATTERN_COL, "match_id", "timed_out") if c in names]
+    groups = [rg for frag in data.get_fragments() for rg in frag.split_by_row_group()]
+    hits = []
+    for i, rg in enumerate(groups):
+        t = rg.to_table(schema=data.schema, columns=[key, *ident])
+        hit = _equal(t.column(key), value)
+        if "timed_out" in ident:
+            hit &= ~pc.fill_null(t.column("timed_out"), False).to_numpy(zero_copy_only=False)
+        at = np.flatnonzero(hit)
+        if at.size:
+            hits.append(t.select(ident).take(pa.array(at)).append_column("_group", pa.array(np.full(at.size, i)))
+                        .append_column("_at", pa.array(at)))
+    cols = [c for c in dict.fromkeys(columns) if c is not None and c in names]
+    if not hits:
+        return data.schema.empty_table().select(cols), 0
+    hits_t = unique_match_ids(pa.concat_tables(hits))
+    uid = hits_t.column("match_id").to_numpy()
+    ids = np.unique(uid)
+    if first is not None:
+        hits_t = hits_t.filter(pa.array(np.isin(uid, ids[:first])))
+    parts = []
+    group, at = hits_t.column("_group").to_numpy(), hits_t.column("_at").to_numpy()
+    for i in np.unique(group):
+        parts.append(groups[i].to_table(schema=data.schema, columns=cols).take(pa.array(at[group == i])))
+    return pa.concat_tables(parts), len(ids)
+
+
+def _equal(col: pa.ChunkedArray, value: Any) -> np.ndarray:
+    """Rows of ``col`` equal to ``value`` (a dictionary column compared on its indices)."""
+    if not pa.types.is_dictionary(col.type):
+        return pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False).to_numpy(zero_copy_only=False)
+    out = [np.zeros(len(c), bool) for c in col.chunks]
+    for c, o in zip(col.chunks, out):
+        i = pc.index(c.dictionary, pa.scalar(value, c.dictionary.type)).as_py()
+        if i >= 0:
+            np.equal(c.indices.to_numpy(zero_copy_only=False), i, out=o)
+    return np.concatenate(out) if out else np.zeros(0, bool)
 
 
 def scan_picture_path(out_dir: str | os.PathLike) -> Path:
@@ -402,11 +415,15 @@ def scan_picture_path(out_dir: str | os.PathLike) -> Path:
 
 
 def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str = "price",
-              max_matches: int | None = 12, data: Any = None, out: str | os.PathLike | None = None):
+              max_matches: int | None = 12, data: Any = None, out: str | os.PathLike | None = None,
+              overview: "tuple[TimeHistogram, dict] | None" = None):
     """The picture of a ``colcep scan`` output folder: matches over time and the top keys,
     above one key's ``column`` with its matches marked (``key_value``, default the key with the
     most matches; zoomed to its first ``max_matches`` matches; skipped when the input or the
     column is not available). ``data`` overrides the input named in ``_summary.json``.
+    ``overview``: the matches' first times and matches per key (as :func:`match_starts` gives
+    them), when the caller counted them as the folder was written (``colcep scan`` does:
+    :meth:`colcep.tools.summary.Summary.start_times`); then only the drawn key's rows are read.
     Returns the Figure; ``out`` (default ``<out_dir>.png``) receives the PNG.
 
     The folder is read a batch at a time for the overview, and only the drawn key's rows for
@@ -425,24 +442,31 @@ def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str 
     top = summary.get("result", {}).get("top_keys")
     if key_value is None and has_keys and top:
         key_value = _key_value(next(iter(top)), d.schema.field(key).type)
-    # one pass: the overview's figures, and the drawn key's rows when the summary names it
-    wanted = (PATTERN_COL, "match_id", "timed_out", key, time) + \
-        (("stage", "row", column, seq) if key_value is not None or key is None else ())
+    key_cols = ("match_id", "timed_out", key, time, "stage", "row", column, seq)
     mine: list = []
+    total = None  # (the key's matches, when only its first are read)
+    if overview is not None:
+        start, per_key = overview
+    else:  # one pass: the overview's figures, and the drawn key's rows when the summary names it
+        wanted = (PATTERN_COL, "match_id", "timed_out", key, time) + \
+            (key_cols if key_value is not None or key is None else ())
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        for b in _match_batches(out_dir, wanted)[0]:
-            if key is not None and key_value is not None:
-                mine.append(b.filter(pc.equal(b.column(key), pa.scalar(key_value, b.schema.field(key).type))))
-            yield b
+        def batches() -> Iterator[pa.RecordBatch]:
+            for b in _match_batches(out_dir, wanted)[0]:
+                if key is not None and key_value is not None:
+                    mine.append(b.filter(pc.equal(b.column(key), pa.scalar(key_value, b.schema.field(key).type))))
+                yield b
 
-    start, per_key = match_starts(batches(), key if has_keys else None, time)
+        start, per_key = match_starts(batches(), key if has_keys else None, time)
     if key is not None and key_value is None and has_keys and per_key:  # (no summary: a second pass for the key)
         key_value = _key_value(min(per_key, key=lambda v: (-per_key[v], v is None, v)), d.schema.field(key).type)
         mine = [d.to_table(filter=ds.field(key) == key_value)]
+    elif overview is not None and key is not None and key_value is not None:
+        rows, total = _key_rows(out_dir, key, key_value, (PATTERN_COL, *key_cols), max_matches)
+        mine = rows.to_batches()
     if data is None and summary.get("input") and "," not in summary["input"] and Path(summary["input"]).exists():
         data = summary["input"]
-    can_key = len(start) > 0 and (key is None or key_value is not None) and \
+    can_key = start.total > 0 and (key is None or key_value is not None) and \
         (column in names or (data is not None and seq is not None))
     fig = _figure(12, 8 if can_key else 4)
     if can_key:
@@ -455,10 +479,10 @@ def plot_scan(out_dir: str | os.PathLike, *, key_value: Any = None, column: str 
         ax_key = None
     name = summary.get("pattern", "")
     _draw_overview(start, per_key, key=key, time=time, time_unit=unit, bins=60, top=15, out=None, axes=top_axes,
-                   title=f"{name}: {len(start):,} matches over time" if name else None)
+                   title=f"{name}: {start.total:,} matches over time" if name else None)
     if ax_key is not None:
         rows = d.to_table() if key is None else pa.Table.from_batches(mine) if mine else d.schema.empty_table()
         plot_key(data, unique_match_ids(rows), key_value, key=key, time=time, column=column, time_unit=unit, seq=seq,
-                 max_matches=max_matches, ax=ax_key)
+                 max_matches=max_matches, ax=ax_key, total=total)
     return _save(fig, scan_picture_path(out_dir) if out is None else out)
 
