@@ -47,6 +47,9 @@ def test_scan_generated_in_process(tmp_path, capsys):
     assert canon(got) == canon(want) and len(canon(want)) > 0
     # the time column is always in the output: the summary's time span and the picture use it
     assert got.column_names == ["match_id", "name", "stage", "row", "ts", "price"]
+    # the key and the stage as dictionaries over their values (in Parquet too): no string per row
+    names = pa.dictionary(pa.int32(), pa.string())
+    assert got.schema.field("name").type == got.schema.field("stage").type == names
     summary = json.loads((out / "_summary.json").read_text())
     assert summary["rows"] == 20000 and summary["seq"] == "id"
     # ticks in arrival order are matched as they are read: no sort, and the scan's time by stage

@@ -95,3 +95,31 @@ def test_match_files_keep_every_value_with_string_dictionaries_and_number_statis
         assert "RLE_DICTIONARY" in cols[name].encodings
     assert cols["ts"].statistics.min == -(2 ** 63) and cols["ts"].statistics.max == 2 ** 63 - 1
     assert "RLE_DICTIONARY" not in cols["match_id"].encodings and cols["match_id"].statistics.max == 2
+
+
+def test_dictionaries_longer_than_their_rows_are_cut_to_the_values_used(tmp_path):
+    """A key column's dictionary holds every key seen; written as it is, 10^6 keys would go with
+    every row group of a few matches. ``compact_dictionaries`` keeps the values and their order,
+    cuts such a dictionary to the used values, and leaves short ones and ones with nulls alone."""
+    import pyarrow.parquet as pq
+
+    from colcep.tools.writer import compact_dictionaries, match_writer
+
+    keys = pa.array([f"S{i:05d}" for i in range(50_000)])
+    idx = pa.array([49_999, 3, 3, 17, 49_999], pa.int32())
+    long = pa.DictionaryArray.from_arrays(idx, keys)
+    short = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, 0, 0], pa.int32()), pa.array(["a", "b"]))
+    nulls = pa.DictionaryArray.from_arrays(pa.array([0, None, 2, 0, 1], pa.int32()), pa.array(list("xyzuvw")))
+    t = pa.table({"name": pa.chunked_array([long.slice(0, 2), long.slice(2)]), "stage": short, "tag": nulls,
+                  "row": [1, 2, 3, 4, 5]})
+    got = compact_dictionaries(t)
+    assert got.schema == t.schema and got.to_pylist() == t.to_pylist()
+    assert [len(c.dictionary) for c in got.column("name").chunks] == [2, 3]
+    assert got.column("stage").chunk(0) is t.column("stage").chunk(0) or \
+        got.column("stage").chunk(0).equals(t.column("stage").chunk(0))
+    assert len(got.column("tag").chunk(0).dictionary) == 6  # (nulls: left as it is)
+    path = tmp_path / "m.parquet"
+    w = match_writer(path, t.schema)
+    w.write_table(got)
+    w.close()
+    assert pq.read_table(path).to_pylist() == t.to_pylist() and path.stat().st_size < 20_000

@@ -396,11 +396,13 @@ def _system_allocator() -> Iterator[None]:
 def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Path,
                      rep: Reporter) -> tuple[int, str, dict, str | None]:
     from colcep.tools.file_scan import STAGES, parquet_batches, scan_batches
-    from colcep.tools.writer import BackgroundWriter, match_writer
-    from colcep.spark.batch import Streams
+    from colcep.tools.writer import BackgroundWriter, compact_dictionaries, match_writer
+    from colcep.spark.batch import Streams, with_dictionary_keys
 
     specs, t_kernels = _with_kernels(rep, lambda: _spec_and_kernels(job, data, seq))
     t0 = time.perf_counter()
+    specs = {n: with_dictionary_keys(s) for n, s in specs.items()} if isinstance(specs, dict) else \
+        with_dictionary_keys(specs)
     need = _read_columns(specs if isinstance(specs, dict) else {"": specs})
     spec = next(iter(specs.values())) if isinstance(specs, dict) else specs
     step = int(job.batch_rows or IN_PROCESS_BATCH_ROWS)
@@ -412,7 +414,7 @@ def _scan_in_process(job: ScanJob, data, fmt: str, seq: str | None, out_dir: Pat
     counted = [_summary(job)]
 
     def write_now(t: pa.Table) -> None:
-        writer[0].write_table(t)
+        writer[0].write_table(compact_dictionaries(t))
         counted[0].add(t)
 
     background = [BackgroundWriter(write_now)]  # writing overlaps with matching the next batch

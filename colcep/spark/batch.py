@@ -277,6 +277,17 @@ class Streams:
         return with_pattern(self._index[name], t, self._names, self._dictionary) if self.named else t
 
 
+def with_dictionary_keys(spec: _Spec) -> _Spec:
+    """``spec`` with its string key columns dictionary-encoded in the output (the key codes the
+    Matcher keeps over the keys seen: no string copied per row), for Arrow and Parquet output
+    (Spark's types have no dictionaries)."""
+    def typed(f: pa.Field) -> pa.Field:
+        text = pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        return f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in spec.key_columns and text else f
+
+    return replace(spec, out_schema=pa.schema([typed(f) for f in spec.out_schema]))
+
+
 def arrow_spec(schema: pa.Schema, pattern: "Pattern | KeyedPattern", key: "str | Sequence[str] | None" = None, time: str = "ts",
                columns: Sequence[str] | None = None, *, seq: str | None = None, timeouts: bool = False,
                time_unit: str = "ms", max_partial_matches: int = DEFAULT_MAX_PARTIAL_MATCHES,

@@ -12,6 +12,7 @@ import queue
 import threading
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -28,6 +29,25 @@ def match_writer(path, schema: pa.Schema) -> pq.ParquetWriter:
                or pa.types.is_dictionary(f.type)]
     return pq.ParquetWriter(path, schema, use_dictionary=strings,
                             write_statistics=[f.name for f in schema if f.name not in strings])
+
+
+def compact_dictionaries(t: pa.Table) -> pa.Table:
+    """``t`` with each dictionary chunk longer than its rows cut to the values it uses: a key
+    column's dictionary holds every key seen (10^6 keys would be written with every row group of
+    a few matches); shorter ones, and those with nulls, are written as they are."""
+    for i, f in enumerate(t.schema):
+        if pa.types.is_dictionary(f.type) and any(len(c.dictionary) > len(c) for c in t.column(i).chunks):
+            t = t.set_column(i, f, pa.chunked_array([_compact(c) for c in t.column(i).chunks], f.type))
+    return t
+
+
+def _compact(c: pa.DictionaryArray) -> pa.DictionaryArray:
+    if len(c.dictionary) <= len(c) or c.null_count:
+        return c
+    idx = c.indices.to_numpy(zero_copy_only=False)
+    used, codes = np.unique(idx, return_inverse=True)
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(idx.dtype), c.type.index_type),
+                                          c.dictionary.take(pa.array(used)))
 
 
 class BackgroundWriter:
