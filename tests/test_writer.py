@@ -74,7 +74,7 @@ def test_abort_drops_what_waits():
 
 def test_match_files_keep_every_value_with_string_dictionaries_and_number_statistics(tmp_path):
     """``match_writer``: the rows read back as written; the string columns in dictionary pages
-    without statistics, the numbers in plain pages with min / max."""
+    without statistics, the integers delta-coded with min / max, the numbers uncompressed."""
     import pyarrow.parquet as pq
 
     from colcep.tools.writer import match_writer
@@ -95,6 +95,8 @@ def test_match_files_keep_every_value_with_string_dictionaries_and_number_statis
         assert "RLE_DICTIONARY" in cols[name].encodings
     assert cols["ts"].statistics.min == -(2 ** 63) and cols["ts"].statistics.max == 2 ** 63 - 1
     assert "RLE_DICTIONARY" not in cols["match_id"].encodings and cols["match_id"].statistics.max == 2
+    assert "DELTA_BINARY_PACKED" in cols["ts"].encodings and cols["ts"].compression == "UNCOMPRESSED"
+    assert cols["price"].compression == "UNCOMPRESSED" and cols["price"].statistics.has_min_max
 
 
 def test_dictionaries_longer_than_their_rows_are_cut_to_the_values_used(tmp_path):
