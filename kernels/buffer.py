@@ -15,8 +15,10 @@ was) opens with ``open_call``, which records the high water ``call_high``. Until
 ``close_call``, a node below it that is freed is not put on the free list but in a quarantine
 (linked through ``ref`` as ``-2 - next``), so no slot of a node that was live when the call
 opened is written but its ``ref``: ``row``, ``stage`` and ``parent`` of every such node stay
-as they were. ``close_call`` (success) moves the quarantine onto the free list, in time
-proportional to what the call freed; ``undo_call`` (failure) recounts every ``ref`` below the
+as they were. ``close_call`` (success) splices the quarantine, as it is, onto a second free
+list linked the same way (``freed_head``; allocation takes from it once the first is empty):
+a constant time, where moving each slot onto the first list chased one pointer a freed node
+(3.3 s of a trading day's desk, on one thread); ``undo_call`` (failure) recounts every ``ref`` below the
 high water from the roots the state had before the call and rebuilds the free list from the
 slots they do not reach (time proportional to the buffer, on failure only). Nothing is copied
 per call. ``max_slots`` (0: none) bounds ``reserve``: the old and the new arrays together,
@@ -32,14 +34,15 @@ import numpy as np
 from numba import njit
 
 META_HIGH, META_FREE, META_NFREE, META_CALL, META_QHEAD, META_QCOUNT, META_MAX = 0, 1, 2, 3, 4, 5, 6
-META_LEN = 8
+META_FREED, META_QTAIL = 7, 8
+META_LEN = 10
 JOIN = -2  # the stage of a JOIN node
 NODE_BYTES = 8 + 4 + 8 + 4  # row, stage, parent, ref
 
 
 def new_meta():
     """``meta`` of an empty buffer."""
-    return np.array([0, -1, 0, 0, -1, 0, 0, 0], np.int64)
+    return np.array([0, -1, 0, 0, -1, 0, 0, -1, -1, 0], np.int64)
 
 
 def new_buffer(capacity: int = 1024):
@@ -80,6 +83,10 @@ def alloc(n_row, n_stage, n_parent, n_ref, meta, row, stage, parent):
         i = meta[META_FREE]
         meta[META_FREE] = n_parent[i]
         meta[META_NFREE] -= 1
+    elif meta[META_FREED] >= 0:
+        i = meta[META_FREED]
+        meta[META_FREED] = -2 - n_ref[i]
+        meta[META_NFREE] -= 1
     else:
         i = meta[META_HIGH]
         meta[META_HIGH] += 1
@@ -105,6 +112,8 @@ def join(n_row, n_stage, n_parent, n_ref, meta, a, b):
 @njit(cache=True, nogil=True, inline="always")
 def _free(n_parent, n_ref, meta, node):
     if node < meta[META_CALL]:  # live when the call opened: quarantined, parent kept
+        if meta[META_QHEAD] < 0:
+            meta[META_QTAIL] = node
         n_ref[node] = -2 - meta[META_QHEAD]
         meta[META_QHEAD] = node
         meta[META_QCOUNT] += 1
@@ -313,16 +322,14 @@ def open_call(meta):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def close_call(n_parent, n_ref, meta):
-    """The call succeeded: its quarantined slots join the free list (time: what it freed)."""
-    x = meta[META_QHEAD]
-    while x >= 0:
-        nxt = -2 - n_ref[x]
-        n_parent[x] = meta[META_FREE]
-        n_ref[x] = -1
-        meta[META_FREE] = x
-        x = nxt
+    """The call succeeded: its quarantined slots are free, the quarantine put in front of the
+    second free list as it is (constant time). (``n_parent``: the signature of the undo calls.)"""
+    if meta[META_QHEAD] >= 0:
+        n_ref[meta[META_QTAIL]] = -2 - meta[META_FREED]
+        meta[META_FREED] = meta[META_QHEAD]
     meta[META_NFREE] += meta[META_QCOUNT]
     meta[META_QHEAD] = -1
+    meta[META_QTAIL] = -1
     meta[META_QCOUNT] = 0
     meta[META_CALL] = 0
 
@@ -375,6 +382,8 @@ def undo_call(n_row, n_stage, n_parent, n_ref, meta, roots):
     meta[META_HIGH] = high
     meta[META_FREE] = head
     meta[META_NFREE] = nfree
+    meta[META_FREED] = -1
     meta[META_QHEAD] = -1
+    meta[META_QTAIL] = -1
     meta[META_QCOUNT] = 0
     meta[META_CALL] = 0

@@ -5,6 +5,7 @@ import math
 import operator
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,80 @@ def test_alloc_extract_and_release_chain():
     kb.release(n_row, n_stage, n_parent, n_ref, meta, c)  # the run dies: the whole chain goes
     assert kb.live_nodes(n_ref, meta[0]) == 0
     assert meta[2] == 3  # three slots on the free list
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_buffer_calls_against_a_model(seed):
+    """Random allocations, shares and releases in calls that succeed (``close_call``) or fail
+    (``undo_call``), against a plain-Python model: a new node never takes a slot live or kept for
+    an undo; after each call the live slots, their row, stage and parent are the model's, every
+    other slot below the high water is free (``META_NFREE``), and an undone call leaves the
+    nodes it found. Slots a call frees are reused by later calls (two free lists)."""
+    rng = np.random.default_rng(seed)
+    n_row, n_stage, n_parent, n_ref, meta = kb.new_buffer(4)
+    nodes: dict = {}  # live slot -> [row, stage, parent, references]
+    held: list = []  # the holders' references (a run's or a held match's node)
+
+    def drop(x: int) -> None:
+        while x >= 0:
+            nodes[x][3] -= 1
+            if nodes[x][3] > 0:
+                return
+            parent = nodes.pop(x)[2]
+            x = parent
+
+    reused = 0
+    row = 0
+    for call in range(40):
+        saved = ({k: list(v) for k, v in nodes.items()}, list(held))
+        kb.open_call(meta)
+        kept = set(nodes)  # slots live when the call opened
+        for _ in range(int(rng.integers(1, 30))):
+            op = rng.integers(0, 4) if held else 0
+            if op <= 1:  # a new node: a start, or a holder's node extended
+                parent = -1 if op == 0 else held[int(rng.integers(0, len(held)))]
+                n_row, n_stage, n_parent, n_ref = kb.reserve(n_row, n_stage, n_parent, n_ref, meta, 1)
+                high = meta[kb.META_HIGH]
+                row += 1
+                i = kb.alloc(n_row, n_stage, n_parent, n_ref, meta, row, int(rng.integers(0, 3)), parent)
+                assert i not in nodes and i not in kept, (call, i)
+                reused += i < high and call > 0
+                n_ref[i] += 1
+                nodes[i] = [row, int(n_stage[i]), parent, 1]
+                if parent >= 0:
+                    nodes[parent][3] += 1
+                held.append(i)
+            elif op == 2:  # a holder's node shared by another
+                x = held[int(rng.integers(0, len(held)))]
+                n_ref[x] += 1
+                nodes[x][3] += 1
+                held.append(x)
+            else:  # a holder lets go
+                x = held.pop(int(rng.integers(0, len(held))))
+                kb.release(n_row, n_stage, n_parent, n_ref, meta, x)
+                drop(x)
+        if rng.random() < 0.3:
+            kb.undo_call(n_row, n_stage, n_parent, n_ref, meta, np.array(saved[1], np.int64))
+            nodes, held = saved
+        else:
+            kb.close_call(n_parent, n_ref, meta)
+        high = int(meta[kb.META_HIGH])
+        live = {i for i in range(high) if n_ref[i] >= 0}
+        assert live == set(nodes), call
+        for i, (r, st_, par, refs) in nodes.items():
+            assert (n_row[i], n_stage[i], n_parent[i], n_ref[i]) == (r, st_, par, refs), (call, i)
+        assert meta[kb.META_NFREE] == high - len(live) and meta[kb.META_QCOUNT] == 0
+        free = []  # the two free lists walked: every slot not live, each once
+        x = meta[kb.META_FREE]
+        while x >= 0:
+            free.append(x)
+            x = n_parent[x]
+        x = meta[kb.META_FREED]
+        while x >= 0:
+            free.append(x)
+            x = -2 - n_ref[x]
+        assert sorted(free) == sorted(set(range(high)) - live), call
+    assert reused > 20  # (slots freed by earlier calls were taken again)
 
 
 def test_shared_prefix_survives_until_last_reference():
