@@ -51,14 +51,24 @@ def shard_rows(codes, threads):
     if threads == 1:  # (all of them, in arrival order)
         shard_lo[1] = n
         return np.arange(n), shard_lo
+    # each row's shard, by a mask for a power of two (a division costs ~10 ns a row: codes >= 0)
+    shard = np.empty(n, np.int32)
+    mask = threads - 1
+    if threads & mask == 0:
+        for i in range(n):
+            shard[i] = codes[i] & mask
+    else:
+        t = np.uint64(threads)
+        for i in range(n):
+            shard[i] = np.uint64(codes[i]) % t
     for i in range(n):
-        shard_lo[codes[i] % threads + 1] += 1
+        shard_lo[shard[i] + 1] += 1
     for s in range(threads):
         shard_lo[s + 1] += shard_lo[s]
     by_shard = np.empty(n, np.int64)
     at = shard_lo[:threads].copy()
     for i in range(n):
-        s = codes[i] % threads
+        s = shard[i]
         by_shard[at[s]] = i
         at[s] += 1
     return by_shard, shard_lo

@@ -341,3 +341,9 @@ def test_batches_sharing_a_dictionary_keep_first_seen_codes():
     other = pa.table({"k": pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["a", "b"]))})
     assert keys.encode(other).tolist() == [3, 0]  # another dictionary: by value
     assert keys.values == ["b", "c", "d", "a"]
+    # a third dictionary (each Parquet row group has its own) whose keys are all known: its
+    # entries looked up, the rows gathered, nothing numbered
+    third = pa.array(["c", "x", "a", "d"])
+    t3 = pa.table({"k": pa.DictionaryArray.from_arrays(pa.array([2, 0, 3, 0], pa.int32()), third)})
+    assert keys.encode(t3).tolist() == [3, 1, 2, 1] and keys._by_dictionary[0].equals(third)
+    assert keys.values == ["b", "c", "d", "a"]

@@ -160,11 +160,13 @@ class KeyCodes:
         return codes
 
     def _known_codes(self, enc: pa.DictionaryArray) -> np.ndarray | None:
-        """The codes of a dictionary column's rows when its dictionary is the last one's and
-        every row's key is coded already (one gather), else None."""
+        """The codes of a dictionary column's rows when every row's key is coded already (each
+        entry of its dictionary looked up, once for the batches that share it: a Parquet row
+        group's; then one gather), else None."""
         known = self._by_dictionary
         if known is None or not known[0].equals(enc.dictionary):
-            return None
+            d = enc.dictionary
+            known = self._by_dictionary = (d, np.array([self.codes.get(v, -1) for v in d.to_pylist()], np.int64))
         codes = known[1][enc.indices.to_numpy(zero_copy_only=False)]
         return codes if codes.shape[0] == 0 or codes.min() >= 0 else None
 
