@@ -316,6 +316,24 @@ def test_auto_is_the_default_and_compiles_only_past_its_rows(monkeypatch):
     assert started == [3000]  # (not at 1,000 nor 2,000 rows)
 
 
+def test_auto_loads_at_once_a_step_this_machine_compiled_before(monkeypatch):
+    """"auto" under ``AUTO_MIN_ROWS`` rows: a step this machine compiled before (in the disk cache,
+    not yet in this process: a Spark worker's, a new script's) loads in the background from the
+    first batch on; one it never compiled is left alone (a small job compiles nothing)."""
+    ticks = make_ticks(12000, symbols=8)
+    _run(cc.compile(P1_SHAPE), ticks.slice(0, 3000), "compiled", 3000)  # compiled (or loaded) here: on disk
+    assert stepgen.cached(cc.compile(P1_SHAPE))
+    monkeypatch.setattr(tiers_mod, "AUTO_MIN_ROWS", 10 ** 12)
+    want = cc.match(ticks, P1_SHAPE, key="name", time="ts", tier="generic")
+    for on_disk in (True, False):
+        for table in ("_SIGS", "_FNS", "_READY"):  # nothing built in this process yet
+            monkeypatch.setattr(steps, table, {})
+        monkeypatch.setattr(stepgen, "cached", lambda prog, on_disk=on_disk: on_disk)
+        got, tiers = _run(cc.compile(P1_SHAPE), ticks, "auto", 3000, switch_after=1)
+        assert got.equals(want) and want.num_rows > 0
+        assert tiers[0] == "generic" and set(tiers[1:]) == ({"compiled"} if on_disk else {"generic"}), tiers
+
+
 def test_a_new_process_loads_the_step_from_the_disk_cache():
     ticks = make_ticks(3000, symbols=4)
     _run(cc.compile(P1_SHAPE), ticks, "compiled", 3000)  # compiled (or loaded) here

@@ -789,6 +789,19 @@ def name(prog: CompiledPattern) -> str:
     return module_name(_source(prog))
 
 
+def cached(prog: CompiledPattern) -> bool:
+    """Whether this machine has compiled ``prog``'s step before (Numba's index of its
+    ``run_key`` is in the disk cache): taking it costs a load (~0.1 s a shape), not a compile."""
+    if not codegen.JIT:
+        return False
+    prefix = name(prog) + ".run_key-"
+    try:
+        return any(f.startswith(prefix) and f.endswith(".nbi")
+                   for f in os.listdir(os.path.join(cache.cache_dir(), "step", "__pycache__")))
+    except OSError:
+        return False
+
+
 def _source(prog: CompiledPattern) -> str:
     src = generate(prog)
     if not codegen.JIT:

@@ -6,7 +6,8 @@ batch) or "auto", the default (that step compiled in a background thread, the ge
 running meanwhile; the Matcher switches at the first batch boundary after it is ready). "auto"
 starts the compile once the Matcher has stepped ``AUTO_MIN_ROWS`` rows (a compile costs seconds
 of a core, cached on disk per machine: a small job is not worth one), or at once where the step
-is already built in this process. A pattern the generator does not write
+is already built in this process or this machine compiled it before (``stepgen.cached``: then
+it loads, ~0.1 s a shape, in the background all the same). A pattern the generator does not write
 (``stepgen.unsupported``: a too wide state), or whose step fails to generate or compile, runs on
 the generic kernel: "compiled" says so in a warning, "auto" in a log line (logger ``colcep``) and
 ``Tier.why_generic``. The tiers share the state layout, so a state moves between them at any
@@ -56,6 +57,7 @@ class Tier:
         self._last: str | None = None
         self._rows = 0  # rows stepped so far ("auto": compiled from AUTO_MIN_ROWS on)
         self._name: str | None = None  # the step's name ("auto": is it built in this process?)
+        self._on_disk = False  # ("auto": this machine compiled the step before: load it at once)
         self._lock = threading.Lock()  # a sharded Matcher's kernel calls ask from several threads
 
     @property
@@ -93,7 +95,7 @@ class Tier:
                         fn = self._step.for_args(args)
                     else:
                         fn = self._step.ready(args)
-                        if fn is None and self._rows >= AUTO_MIN_ROWS:
+                        if fn is None and (self._rows >= AUTO_MIN_ROWS or self._on_disk):
                             self._start(self._step.signature(args))
                 except Exception as exc:  # noqa: BLE001 - the generic tier is always correct
                     self._fail(exc)
@@ -103,13 +105,14 @@ class Tier:
 
     def _wanted(self) -> bool:
         """Whether to load the step now: "compiled"; "auto" from ``AUTO_MIN_ROWS`` rows on, or at
-        once where this process has built the shape's step (no module written nor imported for
-        a small job)."""
+        once where this process has built the shape's step, or this machine compiled it before
+        (it loads in the background: no module written nor compiled for a small job)."""
         if self.requested == "compiled" or self._rows >= AUTO_MIN_ROWS:
             return True
         if self._name is None:
             self._name = stepgen.name(self.prog)
-        return steps.built(self._name)
+            self._on_disk = stepgen.cached(self.prog)
+        return self._on_disk or steps.built(self._name)
 
     def _start(self, sig: Any) -> None:
         """"auto": compile for ``sig`` in a background thread, unless one is compiling."""
