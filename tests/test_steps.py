@@ -5,6 +5,8 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
+
 import colcep as cc
 from colcep.engine import kernel_cache as cache
 from colcep.engine import steps
@@ -81,3 +83,27 @@ def test_compile_locks_are_one_per_name_and_reentrant(tmp_path, monkeypatch):
 def _take(name: str) -> str:
     with cache.compile_lock(name):
         return name
+
+
+def test_arg_key_tells_apart_what_numba_types_tell_apart():
+    """``codegen.arg_key`` (the cache key of a call's signature): arrays differing in dtype, byte
+    order, dimensions, layout or writability get different keys, equal ones the same, through
+    nested tuples (named ones too) and other values by their type."""
+    from collections import namedtuple
+
+    from numba import typeof
+
+    from colcep.engine.codegen import arg_key
+
+    a = np.zeros((4, 3))
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    arrays = [np.zeros(3), np.zeros(3, np.int64), np.zeros(3, np.float32), a, a[:, 1], a.T, ro, np.zeros(3)[::2]]
+    for x in arrays:
+        for y in arrays:
+            assert (arg_key(x) == arg_key(y)) == (typeof(x) == typeof(y)), (x, y)
+    assert arg_key(np.zeros(3, ">f8")) != arg_key(np.zeros(3))  # (Numba types no big-endian array)
+    Pair = namedtuple("Pair", "p q")
+    assert arg_key((np.zeros(2), (np.zeros(2), 3))) == arg_key((np.ones(5), (np.ones(1), 7)))
+    assert arg_key(Pair(np.zeros(2), 1)) != arg_key(Pair(np.zeros(2, np.int32), 1))
+    assert arg_key((1, 2.0)) != arg_key((1, 2))
