@@ -70,7 +70,9 @@ elif case == "matches":  # skip till any pairs that all complete: the matches of
 else:
     raise SystemExit(f"unknown case {case!r}")
 
-cc.Matcher(p, key=key, time="ts", columns=[]).process(tbl.slice(0, 4))  # kernels loaded, worker threads made
+warm = cc.Matcher(p, key=key, time="ts", columns=[])
+warm.process(tbl.slice(0, 4))  # kernels loaded, worker threads made
+warm._tier.wait(600)  # (and a compiled step this machine built before, which loads in the background)
 base = status("VmSize")
 resource.setrlimit(resource.RLIMIT_AS, (base + headroom, base + headroom))
 with open("/proc/self/clear_refs", "w") as f:
