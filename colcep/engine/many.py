@@ -47,7 +47,8 @@ class ManyMatcher:
     ``patterns``: name -> Pattern (or a front-end query with its key, or a compiled pattern);
     names are strings. The other arguments are :class:`~colcep.Matcher`'s, the same for every
     pattern. ``process`` and ``close`` return every pattern's output with its name in the column
-    ``pattern`` (dictionary-encoded over all the names, as the ``stage`` column is over the stage names). A call that raises leaves every pattern's state as it was before it.
+    ``pattern`` (dictionary-encoded over all the names, as ``stage`` is over the stage names). A
+    call that raises leaves every pattern's state as it was before it.
     Snapshots are per pattern: ``matchers[name].snapshot()`` (and ``Matcher.restore``).
     """
 
