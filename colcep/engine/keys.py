@@ -171,16 +171,16 @@ class KeyCodes:
         return codes if codes.shape[0] == 0 or codes.min() >= 0 else None
 
     def _mapping(self, values: list) -> np.ndarray:
-        """The codes of the key ``values``, new ones numbered on."""
-        mapping = np.empty(len(values), np.int64)
-        for i, v in enumerate(values):
-            code = self.codes.get(v)
-            if code is None:
-                code = self.codes[v] = len(self.values)
-                self.values.append(v)
-                self._arrs = None
-            mapping[i] = code
-        return mapping
+        """The codes of the key ``values`` (distinct), new ones numbered on in their order."""
+        codes = self.codes
+        mapping = [codes.get(v, -1) for v in values]
+        if -1 in mapping:
+            for i, v in enumerate(values):
+                if mapping[i] < 0:
+                    mapping[i] = codes[v] = len(self.values)
+                    self.values.append(v)
+            self._arrs = None
+        return np.array(mapping, np.int64)
 
     @property
     def n(self) -> int:
