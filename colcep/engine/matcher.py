@@ -165,7 +165,7 @@ class Matcher:
                                  out_of_orderness)
         self._bound: Binding | None = None if schema is None else self._inputs.bind(schema)
         self._empty_cache = self._schema_cache = (False, None)  # (binding, output) made for it
-        self._stage_dict: pa.Array | None = None  # (the stage column's dictionary: _stage_names)
+        self._stage_names = pa.array(self.program.stage_names, pa.string())  # the stage column's dictionary
         self._state = MatcherState.new(key, self.program.v_width, self.program.literals)
         if self.threads > 1:
             self._state.shards = [shd.Shard.empty(self.program.v_width) for _ in range(self.threads)]
@@ -675,7 +675,7 @@ class Matcher:
             key_type = schema.field(k).type
             got = made[KEYS][i] if made[KEYS] is not None else pa.array([], key_type)
             cols[k] = got if got.type == key_type else got.cast(key_type)
-        cols["stage"] = pa.DictionaryArray.from_arrays(pa.array(stages, pa.int32()), self._stage_names())
+        cols["stage"] = pa.DictionaryArray.from_arrays(pa.array(stages, pa.int32()), self._stage_names)
         cols["row"] = pa.array(rows, pa.int64())
         if self.timeouts:
             cols["timed_out"] = pa.array(flags)
@@ -687,12 +687,6 @@ class Matcher:
             if event_time:
                 cols["row"] = data.column(ARRIVAL).combine_chunks()
         return pa.table(cols, schema=schema)
-
-    def _stage_names(self) -> pa.Array:
-        """The stage column's dictionary: the pattern's stage names (made once)."""
-        if self._stage_dict is None:
-            self._stage_dict = pa.array(self.program.stage_names, pa.string())
-        return self._stage_dict
 
     def _gather(self, rows: np.ndarray, names: list[str]) -> pa.Table:
         """Columns ``names`` of the fed rows ``rows`` (positions in feeding order), from the
