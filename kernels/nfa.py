@@ -63,7 +63,7 @@ reuses it).
 import numpy as np
 from numba import njit
 
-from .arrays import grow, grow_rows
+from .arrays import copy_into, grow, grow_rows
 from .buffer import alloc, release, reserve
 from .codes import (BIG, ERR_CAPACITY, ERR_INTERRUPTED, ERR_NODES, FINAL, IGNORE, NO_SKIP, NO_TICK, OK,  # noqa: F401
                     PENDING, PROCEED, SKIP_PAST_LAST_EVENT, SKIP_TO_FIRST, SKIP_TO_LAST, SKIP_TO_NEXT, STOP, TAKE,
@@ -906,6 +906,7 @@ def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, 
     pk_idx, pk_1, pk_2, pk_3, pk_4 = PK[0], PK[1], PK[2], PK[3], PK[4]
     code, consts, masks, cols, vm_stack = prog[10], prog[11], batch[4], batch[5], S[4]
     vw = r_v.shape[1]
+    r_vf, nr_vf = r_v.reshape(r_v.shape[0] * vw), nr_v.reshape(nr_v.shape[0] * vw)  # (V rows, flat)
     any_park = pk_idx.shape[0] > 0 and pk_idx.max() >= 0
     park_min = opts[9]
     n_old_keys = r_ptr.shape[0] - 1
@@ -926,20 +927,17 @@ def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, 
             if out_held + n_held > nh_sts.shape[0]:
                 why, kc[KC_NEED] = KW_HELD, out_held + n_held
                 break
-            for i in range(n_carried):
-                nr_state[out_runs + i] = r_state[lo + i]
-                nr_node[out_runs + i] = r_node[lo + i]
-                nr_sts[out_runs + i] = r_sts[lo + i]
-                nr_spos[out_runs + i] = r_spos[lo + i]
-                for jj in range(vw):
-                    nr_v[out_runs + i, jj] = r_v[lo + i, jj]
+            copy_into(nr_state, out_runs, r_state, lo, n_carried)
+            copy_into(nr_node, out_runs, r_node, lo, n_carried)
+            copy_into(nr_sts, out_runs, r_sts, lo, n_carried)
+            copy_into(nr_spos, out_runs, r_spos, lo, n_carried)
+            copy_into(nr_vf, out_runs * vw, r_vf, lo * vw, n_carried * vw)
             out_runs += n_carried
             nr_ptr[k + 1] = out_runs
-            for i in range(n_held):
-                nh_sts[out_held + i] = h_sts[hl + i]
-                nh_spos[out_held + i] = h_spos[hl + i]
-                nh_epos[out_held + i] = h_epos[hl + i]
-                nh_node[out_held + i] = h_node[hl + i]
+            copy_into(nh_sts, out_held, h_sts, hl, n_held)
+            copy_into(nh_spos, out_held, h_spos, hl, n_held)
+            copy_into(nh_epos, out_held, h_epos, hl, n_held)
+            copy_into(nh_node, out_held, h_node, hl, n_held)
             out_held += n_held
             nh_ptr[k + 1] = out_held
             continue
@@ -949,7 +947,17 @@ def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, 
                 why, kc[KC_NEED], kc[KC_HELD_N], kc[KC_PARK] = KW_LOAD, n_carried, n_held, 1 if parking else 0
                 break
             na = 0
-            for i in range(n_carried):  # runs in a parkable state park, the others are listed
+            if not parking:  # every carried run is listed, in order: block copies
+                copy_into(W_state, 0, r_state, lo, n_carried)
+                copy_into(W_node, 0, r_node, lo, n_carried)
+                copy_into(W_sts, 0, r_sts, lo, n_carried)
+                copy_into(W_spos, 0, r_spos, lo, n_carried)
+                copy_into(W_v, 0, r_vf, lo * vw, n_carried * vw)
+                for i in range(n_carried):
+                    W_wake[i] = -1
+                    W_vs[i] = i
+                na = n_carried
+            for i in range(n_carried if parking else 0):  # runs in a parkable state park, the others are listed
                 W_state[na] = r_state[lo + i]
                 W_node[na] = r_node[lo + i]
                 W_sts[na] = r_sts[lo + i]
@@ -964,11 +972,10 @@ def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, 
                          na * vw, vw, code, consts, masks, cols, vm_stack)
                 else:
                     na += 1
-            for i in range(n_held):
-                Q0[i] = h_sts[hl + i]
-                Q1[i] = h_spos[hl + i]
-                Q2[i] = h_epos[hl + i]
-                Q3[i] = h_node[hl + i]
+            copy_into(Q0, 0, h_sts, hl, n_held)
+            copy_into(Q1, 0, h_spos, hl, n_held)
+            copy_into(Q2, 0, h_epos, hl, n_held)
+            copy_into(Q3, 0, h_node, hl, n_held)
             v_at[0] = na  # the carried runs' V are the arena's first slots
             v_at[1] = 0
             stamp = cur[STAMP]  # condition results are cached under stamps unique in the call
@@ -1023,20 +1030,18 @@ def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, 
         if out_held + nh > nh_sts.shape[0]:
             why, kc[KC_NEED] = KW_HELD, out_held + nh
             break
+        copy_into(nr_state, out_runs, W_state, ao, na)
+        copy_into(nr_node, out_runs, W_node, ao, na)
+        copy_into(nr_sts, out_runs, W_sts, ao, na)
+        copy_into(nr_spos, out_runs, W_spos, ao, na)
         for i in range(na):
-            nr_state[out_runs + i] = W_state[ao + i]
-            nr_node[out_runs + i] = W_node[ao + i]
-            nr_sts[out_runs + i] = W_sts[ao + i]
-            nr_spos[out_runs + i] = W_spos[ao + i]
-            for jj in range(vw):
-                nr_v[out_runs + i, jj] = W_v[W_vs[ao + i] * vw + jj]
+            copy_into(nr_vf, (out_runs + i) * vw, W_v, W_vs[ao + i] * vw, vw)
         out_runs += na
         nr_ptr[k + 1] = out_runs
-        for i in range(nh):
-            nh_sts[out_held + i] = Q0[i]
-            nh_spos[out_held + i] = Q1[i]
-            nh_epos[out_held + i] = Q2[i]
-            nh_node[out_held + i] = Q3[i]
+        copy_into(nh_sts, out_held, Q0, 0, nh)
+        copy_into(nh_spos, out_held, Q1, 0, nh)
+        copy_into(nh_epos, out_held, Q2, 0, nh)
+        copy_into(nh_node, out_held, Q3, 0, nh)
         out_held += nh
         nh_ptr[k + 1] = out_held
     kc[KC_RUNS], kc[KC_HELD], kc[KC_NM], kc[KC_NE] = out_runs, out_held, nm, ne

@@ -1,9 +1,11 @@
 """Dense codes for the values of the key columns, stable across batches.
 
 ``key=`` is a column name, a sequence of names (a composite key: its values are tuples, one
-item per column) or None (one stream). A sequence of one name is that name. Encoding is
-column-at-a-time: each key column is dictionary-encoded and the code arrays are combined
-(and made dense again) with Arrow's hash encoding; Python touches only the distinct keys.
+item per column) or None (one stream). A sequence of one name is that name. A key of one
+column of strings, binary or integers is coded through a hash table kept across batches
+(``colcep.engine.keyindex``), in one pass over the column's buffers. Other keys are coded
+column-at-a-time: each key column is dictionary-encoded and the code arrays are combined (and
+made dense again) with Arrow's hash encoding. Either way Python touches only the new keys.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from colcep.engine.keyindex import KeyIndex, kind_of
 from colcep.errors import InputError
 from colcep.kernels import arrays as karr
 
@@ -65,6 +68,10 @@ class KeyCodes:
         # one dictionary column: its last dictionary and each entry's code (-1: not coded yet),
         # so that batches sharing a dictionary (a Parquet file's) are coded by one gather
         self._by_dictionary: tuple[pa.Array, np.ndarray] | None = None
+        # one column of strings, binary or integers: the codes through a hash table (its kind's),
+        # for the list ``values`` it indexes; False once the values are not all of one kind
+        self._index: KeyIndex | None | bool = None
+        self._indexed: list | None = None
 
     def mark(self) -> tuple:
         """What ``rollback`` goes back to (codes only grow: their number, and the types)."""
@@ -78,6 +85,8 @@ class KeyCodes:
         if len(self.values) > n:
             del self.values[n:]
             self._arrs = self._by_dictionary = None
+            if isinstance(self._index, KeyIndex):
+                self._index.truncate(n)
         self.types = types
 
     def copy(self) -> "KeyCodes":
@@ -137,6 +146,12 @@ class KeyCodes:
         if tbl.num_rows == 0:
             return np.zeros(0, np.int64)
         col = tbl.column(self.names[0])
+        index = self._index_of(col.type)
+        if index is not None:
+            codes, first = index.encode_chunks(col.chunks, slices, run_all)
+            if first is not None:  # the new keys' values, from the rows where each was first seen
+                self._learn(col.take(first).to_pylist(), index)
+            return codes
         if slices > 1 and run_all is not None and not self.composite and not pa.types.is_dictionary(col.type):
             # each slice's dictionary lists its values in first-seen order, so taking the slices'
             # dictionaries in order numbers the keys as one pass over the column does
@@ -158,6 +173,35 @@ class KeyCodes:
             d = enc.dictionary
             self._by_dictionary = (d, np.array([self.codes.get(v, -1) for v in d.to_pylist()], np.int64))
         return codes
+
+    def _index_of(self, t: pa.DataType) -> KeyIndex | None:
+        """The hash table coding one key column of type ``t``, holding every key coded so far;
+        None where it does not serve (composite keys, other types, values of mixed kinds)."""
+        kind = None if self.composite or self._index is False else kind_of(t)
+        if kind is None:
+            return None
+        index = self._index
+        if not isinstance(index, KeyIndex) or self._indexed is not self.values:
+            index, self._indexed = KeyIndex(kind), self.values
+        if index.kind != kind:
+            return None  # (another kind of column than the index's: Arrow codes it)
+        try:
+            if len(self.values) > index.n:  # keys coded without the table (or before it)
+                index.add(self.values[index.n:])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            self._index = False  # values of several kinds: Arrow codes every batch from now on
+            return None
+        self._index = index
+        return index
+
+    def _learn(self, values: list, index: KeyIndex) -> None:
+        """The new keys ``values`` (numbered on, as the index numbered them)."""
+        for v in values:
+            self.codes[v] = len(self.values)
+            self.values.append(v)
+        self._arrs = None
+        if index.n != len(self.values):
+            raise RuntimeError("colcep: the key index and the key values disagree")  # (a bug of ours)
 
     def _known_codes(self, enc: pa.DictionaryArray) -> np.ndarray | None:
         """The codes of a dictionary column's rows when every row's key is coded already (each

@@ -38,6 +38,22 @@ def _cep() -> None:
     cc.match(t, rise, key="name", time="ts")
     cc.match_many(t, {k: BENCHMARK_PATTERNS[k] for k in ("P1", "P3", "P5")}, key="name", time="ts")
     _file_scan()
+    _key_index()
+
+
+def _key_index() -> None:
+    """The key hash table's kernels for each kind of key column, and its growth."""
+    import pyarrow as pa
+
+    from colcep.engine.keyindex import KeyIndex
+
+    names = [f"key-{i:012d}" for i in range(600)]  # (past the table's first size: it grows)
+    for kind, arr in (("str", pa.array(names)), ("str", pa.array(names, pa.large_string())),
+                      ("int", pa.array(range(600), pa.int64()))):
+        index = KeyIndex(kind)
+        index.encode(arr)
+        index.look_up(arr)
+        index.truncate(1)
 
 
 def _file_scan() -> None:
