@@ -88,10 +88,11 @@ def shard_rows(codes, threads):
 
 
 @njit(cache=True, nogil=True)
-def layout_shard(codes, by_shard, lo, hi, n_local, threads, chunk, rows):
+def layout_shard(codes, by_shard, lo, hi, n_local, threads, chunk, rows, dest):
     """Shard ``by_shard[lo:hi]``'s rows in the order its kernel calls read them, written to
     ``rows[lo:hi]``: calls of ``chunk`` consecutive rows (arrival order), each call's rows grouped
-    by local key (code // ``threads``, ``n_local`` of them), a key's rows in arrival order.
+    by local key (code // ``threads``, ``n_local`` of them), a key's rows in arrival order; and
+    where each went, ``dest[j]`` for row ``by_shard[j]`` (``scatter_rows``).
     Returns ``(call_lo, key_ptr)``: call ``c`` takes ``rows[call_lo[c]:call_lo[c + 1]]``, its rows
     per local key ``key_ptr[c]`` (offsets within the call). Shards write disjoint parts of
     ``rows``: each may be laid out on its own thread."""
@@ -120,10 +121,21 @@ def layout_shard(codes, by_shard, lo, hi, n_local, threads, chunk, rows):
             x = codes[r]
             k = x >> shift if by_shift else x // threads
             rows[a + cursor[k]] = r
+            dest[j] = a + cursor[k]
             cursor[k] += 1
         call_lo[c] = a
     call_lo[n_calls] = hi
     return call_lo, key_ptr
+
+
+@njit(cache=True, nogil=True)
+def scatter_rows(src, by_shard, dest, lo, hi, out):
+    """Shard ``by_shard[lo:hi]``'s values of the batch column ``src`` in layout order
+    (``layout_shard``), into ``out``: read in arrival order, written to their places. (Gathering
+    them in layout order instead reads the column at random: a third slower on 10^6 rows of
+    5,000 keys, the column not in the cache.)"""
+    for j in range(lo, hi):
+        out[dest[j] - lo] = src[by_shard[j]]
 
 
 @njit(cache=True, nogil=True)

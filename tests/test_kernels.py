@@ -697,10 +697,11 @@ def test_dewey_rules():
 @given(st.lists(st.integers(0, 9), max_size=80), st.integers(1, 4), st.lists(st.integers(1, 30), min_size=4, max_size=4),
        st.booleans())
 def test_layout_groups_each_call_s_rows_by_key(keys, threads, chunk, with_tick):
-    """``layout.build`` (``kernels.arrays.shard_rows``, ``layout_shard``) against a plain-Python layout: per
-    shard (key code % threads) its rows in arrival order, cut into calls of ``chunk[s]`` rows,
-    each call's rows grouped by local key (code // threads) in arrival order; ``key_ptr`` their
-    offsets within the call; an empty call for a shard without rows when a tick is due."""
+    """``layout.build`` (``kernels.arrays.shard_rows``, ``layout_shard``, ``scatter_rows``) against a
+    plain-Python layout: per shard (key code % threads) its rows in arrival order, cut into calls
+    of ``chunk[s]`` rows, each call's rows grouped by local key (code // threads) in arrival order;
+    ``key_ptr`` their offsets within the call; an empty call for a shard without rows when a tick
+    is due; a column's values in that order."""
     from colcep.engine import layout
     codes = np.array(keys, np.int64)
     n_keys = int(codes.max(initial=-1)) + 1 + (len(keys) % 3)  # keys seen earlier, not in this batch
@@ -722,4 +723,9 @@ def test_layout_groups_each_call_s_rows_by_key(keys, threads, chunk, with_tick):
     assert lay.order.tolist() == list(range(max((c.hi - c.lo for s in range(threads) for c in lay.calls(s)),
                                                 default=0)))
     ts = np.arange(len(keys), dtype=np.int64) * 3
-    assert lay.gather(ts).tolist() == [3 * i for i in lay.rows]
+    ts.setflags(write=False)  # (as Arrow's columns come)
+    price = (np.arange(len(keys) * 2, dtype=np.float64) / 2)[::2]  # (not contiguous)
+    for s in range(threads):
+        mine = lay.shard(lay.rows, s).tolist()
+        assert lay.gather_shard(ts, s).tolist() == [3 * i for i in mine]
+        assert lay.gather_shard(price, s).tolist() == [float(i) for i in mine]

@@ -109,7 +109,8 @@ class _ShardColumns:
     def __init__(self, lay: layout.Layout, s: int, ts: np.ndarray):
         lay.calls(s)  # (the shard laid out here: on its own thread)
         self.rows = lay.shard(lay.rows, s)
-        self.ts = np.take(ts, self.rows)
+        self._lay, self._s = lay, s
+        self.ts = lay.gather_shard(ts, s)
         self.ts.flags.writeable = False  # as time_values gives it
         self._got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.conditions: dict[tuple, np.ndarray] = {}  # values of conditions equal across patterns
@@ -119,7 +120,7 @@ class _ShardColumns:
         for name, a in arrival.items():
             got = self._got.get(id(a))
             if got is None:  # (the source array is kept with it: its id stays its own)
-                got = self._got[id(a)] = (a, np.take(a, self.rows))
+                got = self._got[id(a)] = (a, self._lay.gather_shard(a, self._s))
             out[name] = got[1]
         return out
 
