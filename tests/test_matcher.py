@@ -115,6 +115,22 @@ def test_nulls_in_data_compare_false():
     assert out.column("row").to_pylist() == []  # b (null price) is not > a; row 2 is not next to row 0
 
 
+@pytest.mark.parametrize("op", ["==", "!=", "<", "<=", ">", ">="])
+def test_every_comparison_with_a_null_side_is_false(op):
+    """A condition evaluated over columns: a null (NaN) on either side makes each comparison
+    false, "!=" included (IEEE's NaN != x is true)."""
+    import operator
+
+    from colcep.engine import conditions as cond
+    fn = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+          ">=": operator.ge}[op]
+    x = np.array([1.0, np.nan, 2.0, np.nan, 3.0])
+    y = np.array([1.0, 1.0, np.nan, np.nan, 4.0])
+    got = cond.evaluate(fn(col("x"), col("y")), {"x": x, "y": y}, 5, {}).tolist()
+    assert got[1:4] == [False, False, False]
+    assert got[0] == fn(1.0, 1.0) and got[4] == fn(3.0, 4.0)
+
+
 def test_string_conditions_across_batches():
     p = Pattern.begin("a").where(col("name") == "IBM").followed_by("b").where(col("name") == first_name())
     t = pa.table({"ts": [1, 2, 3, 4], "name": ["IBM", "MSFT", "AAPL", "IBM"]})

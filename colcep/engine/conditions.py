@@ -435,7 +435,8 @@ def _evaluate(e: Expr, env: dict[str, np.ndarray], n: int, strings: dict):
         with np.errstate(invalid="ignore"):
             r = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
                  ">=": np.greater_equal}[a[0]](x, y)
-        return r & ~np.isnan(x) & ~np.isnan(y)
+        # a null (NaN) side makes a comparison false: IEEE's already, but for "!="
+        return r & ~np.isnan(x) & ~np.isnan(y) if a[0] == "!=" else r
     if op == "and":
         return _evaluate(a[0], env, n, strings) & _evaluate(a[1], env, n, strings)
     if op == "or":
