@@ -127,3 +127,16 @@ def test_key_codes_mixing_paths_and_kinds():
     other.codes, other.values = {"p": 0, 7: 1}, ["p", 7]  # a restored state with values of two kinds
     assert other.encode(pa.table({"k": ["q", "p"]})).tolist() == [2, 0]  # Arrow's path, no index
     assert other.encode(pa.table({"k": pa.array([7, 8], pa.int64())})).tolist() == [1, 3]
+
+
+def test_huge_keys_and_shared_prefixes():
+    """Keys far longer than the table's first arena, and keys equal in their first 8 bytes."""
+    huge = ["k" * 100_000, "k" * 100_000 + "!", "k" * 99_999]
+    prefixed = [f"PREFIXED{i}" for i in range(300)] + ["PREFIXED"]
+    batches = [huge + prefixed, prefixed[::-1] + huge[::-1] + ["k" * 8]]
+    expected, codes = reference(batches)
+    index = KeyIndex("str")
+    for b, want in zip(batches, expected):
+        assert np.array_equal(index.encode(pa.array(b, pa.large_string()))[0], want)
+    index.truncate(2)
+    assert index.look_up(pa.array(huge)).tolist() == [0, 1, -1]
