@@ -179,6 +179,47 @@ def test_one_source_per_shape():
     assert "800" not in stepgen.generate(p1[0])
 
 
+def test_a_program_is_generated_once_per_fingerprint(monkeypatch):
+    """A stream's tasks make a Matcher per key and batch: the step's source, name and whether it
+    is generated are worked out once per program (its fingerprint), the least recently used
+    forgotten past ``MEMO_SIZE`` programs."""
+    monkeypatch.setattr(stepgen, "_MEMO", type(stepgen._MEMO)())
+    monkeypatch.setattr(stepgen, "MEMO_SIZE", 2)
+    made = []
+    real = stepgen.generate
+    monkeypatch.setattr(stepgen, "generate", lambda prog: made.append(prog.fingerprint) or real(prog))
+    desk = list(desk_patterns().values())
+    a, a_again, b, c = cc.compile(desk[0]), cc.compile(desk[0]), cc.compile(desk[1]), cc.compile(desk[2])
+    assert a is not a_again and a.fingerprint == a_again.fingerprint
+    assert stepgen.name(a) == stepgen.name(a_again) and stepgen.unsupported(a_again) is None
+    assert made == [a.fingerprint]
+    stepgen.name(b), stepgen.name(c)  # (a's source, the oldest, forgotten)
+    stepgen.name(a_again)
+    assert made == [a.fingerprint, b.fingerprint, c.fingerprint, a.fingerprint]
+
+
+def test_a_step_not_on_disk_is_looked_for_again_after_a_while(monkeypatch, tmp_path):
+    """``cached``: a step found in the disk cache stays found; one not found is looked for again
+    only after ``LOOK_AGAIN_SECONDS`` (a listing per Matcher would cost a stream's tasks)."""
+    from colcep.engine import kernel_cache
+    monkeypatch.setattr(codegen, "JIT", True)
+    monkeypatch.setattr(kernel_cache, "cache_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(stepgen, "_ON_DISK", set())
+    monkeypatch.setattr(stepgen, "_NOT_ON_DISK", {})
+    now = [100.0]
+    monkeypatch.setattr(stepgen.time, "monotonic", lambda: now[0])
+    prog = cc.compile(benchmark_pattern("P1"))
+    folder = tmp_path / "step" / "__pycache__"
+    folder.mkdir(parents=True)
+    assert not stepgen.cached(prog)
+    (folder / f"{stepgen.name(prog)}.run_key-1.py311.nbi").write_bytes(b"")
+    assert not stepgen.cached(prog)  # (not looked for again yet)
+    now[0] += stepgen.LOOK_AGAIN_SECONDS
+    assert stepgen.cached(prog)
+    (folder / f"{stepgen.name(prog)}.run_key-1.py311.nbi").unlink()
+    assert stepgen.cached(prog)  # (found once: stays found)
+
+
 def test_a_state_moves_between_the_tiers_at_any_boundary(interpreted):
     """Generic for the first batches, then compiled, then generic again (through snapshots):
     the uninterrupted generic output."""

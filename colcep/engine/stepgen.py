@@ -41,7 +41,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
+from collections import OrderedDict
 from types import ModuleType
+from typing import Any, Callable
 
 
 from colcep.engine import kernel_cache as cache
@@ -150,8 +153,29 @@ def _heap_key(prog: CompiledPattern, s: int, voff: str) -> str:
     return thr if op in (kvm.C_GT, kvm.C_GE) else f"-({thr})"
 
 
+_MEMO: OrderedDict = OrderedDict()  # (what, program fingerprint, JIT) -> unsupported's answer, the source
+MEMO_SIZE = 256  # programs remembered: a stream's tasks restore a Matcher per key and batch
+
+
+def _memo(what: str, prog: CompiledPattern, make: Callable[[CompiledPattern], Any]) -> Any:
+    """``make(prog)``, remembered for programs of the same fingerprint (the same tables and
+    conditions, hence the same answer and source), the least recently used forgotten first."""
+    key = (what, prog.fingerprint, codegen.JIT)
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key]
+    got = _MEMO[key] = make(prog)
+    if len(_MEMO) > MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return got
+
+
 def unsupported(prog: CompiledPattern) -> str | None:
     """Why this generator cannot write ``prog``'s step yet (None: it can, for any options)."""
+    return _memo("unsupported", prog, _unsupported)
+
+
+def _unsupported(prog: CompiledPattern) -> str | None:
     p = prog.nfa
     for s in range(p.n_states):
         kind = _kind(prog, s)
@@ -786,7 +810,7 @@ def step(prog: CompiledPattern) -> steps.Step:
 
 def name(prog: CompiledPattern) -> str:
     """The name of ``prog``'s step among steps (its module's: one per shape), nothing loaded."""
-    return module_name(_source(prog))
+    return _memo("name", prog, lambda p: module_name(_source(p)))
 
 
 def cached(prog: CompiledPattern) -> bool:
@@ -794,15 +818,34 @@ def cached(prog: CompiledPattern) -> bool:
     ``run_key`` is in the disk cache): taking it costs a load (~0.1 s a shape), not a compile."""
     if not codegen.JIT:
         return False
-    prefix = name(prog) + ".run_key-"
-    try:
-        return any(f.startswith(prefix) and f.endswith(".nbi")
-                   for f in os.listdir(os.path.join(cache.cache_dir(), "step", "__pycache__")))
-    except OSError:
+    step = name(prog)
+    if step in _ON_DISK:
+        return True
+    if time.monotonic() < _NOT_ON_DISK.get(step, 0.0):
         return False
+    prefix = step + ".run_key-"
+    try:
+        found = any(f.startswith(prefix) and f.endswith(".nbi")
+                    for f in os.listdir(os.path.join(cache.cache_dir(), "step", "__pycache__")))
+    except OSError:
+        found = False
+    if found:  # (once compiled it stays: a name holds the kernels' hash)
+        _ON_DISK.add(step)
+    else:  # (another process may compile it: looked for again after a while)
+        _NOT_ON_DISK[step] = time.monotonic() + LOOK_AGAIN_SECONDS
+    return found
+
+
+_ON_DISK: set = set()  # steps found in the disk cache
+_NOT_ON_DISK: dict = {}  # step -> when to look for it again
+LOOK_AGAIN_SECONDS = 5.0  # (a stream's tasks make a Matcher per key and batch: one listing each would cost)
 
 
 def _source(prog: CompiledPattern) -> str:
+    return _memo("source", prog, _make_source)
+
+
+def _make_source(prog: CompiledPattern) -> str:
     src = generate(prog)
     if not codegen.JIT:
         src = src.replace("from numba import njit\n", "from colcep.engine.codegen import _no_jit as njit\n")
