@@ -55,52 +55,64 @@ def room(slots, k_word, arena, n_codes, arena_used, more_bytes):
             and arena_used + more_bytes <= arena.shape[0])
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _code(slots, k_word, k_len, k_off, arena, n_codes, h, w, length, data, tail_at, tail, insert):
+    """The code of the key whose hash is ``h``, first word ``w``, length ``length`` (-1: an
+    integer) and bytes beyond the first 8 ``data[tail_at:tail_at + tail]``, and the number of
+    codes after: a new key gets code ``n_codes`` (``insert``), else -1; -2 when the table has no
+    room for it (``room``)."""
+    mask = np.uint64(slots.shape[0] - 1)
+    s = _slot(h, mask)
+    while True:
+        c = slots[s]
+        if c < 0:
+            if not insert:
+                return -1, n_codes
+            if not room(slots, k_word, arena, n_codes, k_off[n_codes], tail):
+                return -2, n_codes
+            slots[s] = n_codes
+            k_word[n_codes] = w
+            k_len[n_codes] = length
+            at = k_off[n_codes]
+            for j in range(tail):
+                arena[at + j] = data[tail_at + j]
+            k_off[n_codes + 1] = at + tail
+            return n_codes, n_codes + 1
+        if k_word[c] == w and k_len[c] == length:
+            same = True
+            at = k_off[c]
+            for j in range(tail):
+                if arena[at + j] != data[tail_at + j]:
+                    same = False
+                    break
+            if same:
+                return c, n_codes
+        s = (s + np.uint64(1)) & mask
+
+
 @njit(cache=True, nogil=True)
-def encode_bytes(offs, data, i0, slots, k_word, k_len, k_off, arena, n_codes, insert, out, first):
-    """Code the strings ``data[offs[i]:offs[i + 1]]`` of rows ``i >= i0`` into ``out[i]``; a key
-    not in the table gets code ``n_codes`` (then the next ones), its row noted in
+def encode_bytes(offs32, offs64, data, i0, slots, k_word, k_len, k_off, arena, n_codes, insert, out, first):
+    """Code the strings ``data[offs[i]:offs[i + 1]]`` of rows ``i >= i0`` into ``out[i]``
+    (``offs``: Arrow's offsets, ``offs64`` when it has rows, else ``offs32``: one signature for
+    both); a key not in the table gets code ``n_codes`` (then the next ones), its row noted in
     ``first[code - n_codes at the start]`` (``insert``; else its code is -1). Returns (the row to
     resume at, -1 when all are coded; the number of codes)."""
-    mask = np.uint64(slots.shape[0] - 1)
-    n = offs.shape[0] - 1
     c0 = n_codes
+    wide = offs64.shape[0] > 0
+    n = (offs64.shape[0] if wide else offs32.shape[0]) - 1
     for i in range(i0, n):
-        a = np.int64(offs[i])
-        b = np.int64(offs[i + 1])
+        a = offs64[i] if wide else np.int64(offs32[i])
+        b = offs64[i + 1] if wide else np.int64(offs32[i + 1])
         length = b - a
         head = min(b, a + 8)
         w = _word(data, a, head)
         h = (w ^ np.uint64(length)) if length <= 8 else _bytes_hash(data, a, b)
-        s = _slot(h, mask)
-        while True:
-            c = slots[s]
-            if c < 0:
-                if not insert:
-                    break
-                tail = length - (head - a)
-                if not room(slots, k_word, arena, n_codes, k_off[n_codes], tail):
-                    return i, n_codes
-                c = n_codes
-                slots[s] = c
-                k_word[c] = w
-                k_len[c] = length
-                at = k_off[c]
-                for j in range(tail):
-                    arena[at + j] = data[head + j]
-                k_off[c + 1] = at + tail
-                first[c - c0] = i
-                n_codes += 1
-                break
-            if k_word[c] == w and k_len[c] == length:
-                same = True
-                at = k_off[c]
-                for j in range(length - (head - a)):
-                    if arena[at + j] != data[head + j]:
-                        same = False
-                        break
-                if same:
-                    break
-            s = (s + np.uint64(1)) & mask
+        c, n = _code(slots, k_word, k_len, k_off, arena, n_codes, h, w, length, data, head, b - head, insert)
+        if c == -2:
+            return i, n_codes
+        if n > n_codes:
+            first[c - c0] = i
+            n_codes = n
         out[i] = c
     return -1, n_codes
 
@@ -108,30 +120,16 @@ def encode_bytes(offs, data, i0, slots, k_word, k_len, k_off, arena, n_codes, in
 @njit(cache=True, nogil=True)
 def encode_ints(values, i0, slots, k_word, k_len, k_off, arena, n_codes, insert, out, first):
     """``encode_bytes`` for integer keys (``values``, int64)."""
-    mask = np.uint64(slots.shape[0] - 1)
-    n = values.shape[0]
     c0 = n_codes
-    for i in range(i0, n):
+    none = np.empty(0, np.uint8)
+    for i in range(i0, values.shape[0]):
         w = np.uint64(values[i])
-        s = _slot(w, mask)
-        while True:
-            c = slots[s]
-            if c < 0:
-                if not insert:
-                    break
-                if not room(slots, k_word, arena, n_codes, k_off[n_codes], 0):
-                    return i, n_codes
-                c = n_codes
-                slots[s] = c
-                k_word[c] = w
-                k_len[c] = -1
-                k_off[c + 1] = k_off[c]
-                first[c - c0] = i
-                n_codes += 1
-                break
-            if k_word[c] == w and k_len[c] < 0:
-                break
-            s = (s + np.uint64(1)) & mask
+        c, n = _code(slots, k_word, k_len, k_off, arena, n_codes, w, w, -1, none, 0, 0, insert)
+        if c == -2:
+            return i, n_codes
+        if n > n_codes:
+            first[c - c0] = i
+            n_codes = n
         out[i] = c
     return -1, n_codes
 

@@ -725,7 +725,13 @@ def test_layout_groups_each_call_s_rows_by_key(keys, threads, chunk, with_tick):
     ts = np.arange(len(keys), dtype=np.int64) * 3
     ts.setflags(write=False)  # (as Arrow's columns come)
     price = (np.arange(len(keys) * 2, dtype=np.float64) / 2)[::2]  # (not contiguous)
+    flags = np.array([i % 2 == 0 for i in range(len(keys))])  # (not 8 bytes a value)
     for s in range(threads):
         mine = lay.shard(lay.rows, s).tolist()
         assert lay.gather_shard(ts, s).tolist() == [3 * i for i in mine]
         assert lay.gather_shard(price, s).tolist() == [float(i) for i in mine]
+        assert lay.gather_shard(flags, s).tolist() == [i % 2 == 0 for i in mine]
+    nan = np.array([np.nan, -0.0, np.inf] * (len(keys) // 3 + 1))[:len(keys)]
+    nan[::5] = np.frombuffer(np.int64(0x7FF0000000000001).tobytes(), np.float64)[0]  # (a signalling NaN)
+    got = np.concatenate([lay.gather_shard(nan, s) for s in range(threads)])
+    assert got.tobytes() == nan[lay.rows].tobytes()  # (every value's bits)

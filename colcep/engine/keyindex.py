@@ -21,6 +21,17 @@ _STR, _BYTES, _INT = "str", "bytes", "int"
 _INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32())
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a = a.view()
+    a.flags.writeable = False
+    return a
+
+
+_NO_OFFS32 = _read_only(np.zeros(0, np.int32))
+_NO_OFFS64 = _read_only(np.zeros(0, np.int64))
+_NO_BYTES = _read_only(np.zeros(0, np.uint8))
+
+
 def kind_of(t: pa.DataType) -> str | None:
     """Which values of an Arrow type the index codes (None: the type is left to Arrow)."""
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -119,13 +130,15 @@ class KeyIndex:
 
     # ------------------------------------------------------------------ the arrays
     def _kernel(self, arr: pa.Array) -> tuple[Callable, tuple]:
+        """The kernel for ``arr`` and its first arguments, read-only arrays (one compiled
+        signature whatever the column's offsets and where its values came from)."""
         if self.kind == _INT:
-            return kh.encode_ints, (np.asarray(arr.to_numpy(zero_copy_only=False), np.int64),)
+            return kh.encode_ints, (_read_only(np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)),)
         bufs = arr.buffers()
         wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-        offs = np.frombuffer(bufs[1], np.int64 if wide else np.int32)[arr.offset:arr.offset + len(arr) + 1]
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        return kh.encode_bytes, (offs, data)
+        offs = _read_only(np.frombuffer(bufs[1], np.int64 if wide else np.int32)[arr.offset:arr.offset + len(arr) + 1])
+        data = _read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None else _NO_BYTES
+        return kh.encode_bytes, ((_NO_OFFS32, offs) if wide else (offs, _NO_OFFS64)) + (data,)
 
     def _more_bytes(self, arr: pa.Array, row: int) -> int:
         """The bytes beyond the first 8 of ``arr``'s value at ``row``."""
