@@ -8,7 +8,7 @@ key) and, for a string longer than 8 bytes, the rest in ``arena[k_off[c]:k_off[c
 of up to 8 bytes (most tickers) is found by one word compare. Codes are numbered in first-seen
 order, as Arrow's dictionary encoding numbers a column's values.
 
-``encode_*`` code rows ``[i0, n)`` and stop early (returning the row to resume at) when the table
+``encode`` codes rows ``[i0, n)`` and stops early (returning the row to resume at) when the table
 needs room: ``room`` below; the caller grows it (``rehash``) and calls again. With ``insert``
 off they only look keys up (-1 for a key not in the table), so that slices of a batch can be
 looked up on several threads at once and the misses coded after, in row order.
@@ -47,7 +47,7 @@ def _bytes_hash(data, a, b):
     return h
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def room(slots, k_word, arena, n_codes, arena_used, more_bytes):
     """Whether the table takes one more key of ``more_bytes`` bytes beyond its first 8 (at most
     half its slots in use)."""
@@ -60,7 +60,8 @@ def _code(slots, k_word, k_len, k_off, arena, n_codes, h, w, length, data, tail_
     """The code of the key whose hash is ``h``, first word ``w``, length ``length`` (-1: an
     integer) and bytes beyond the first 8 ``data[tail_at:tail_at + tail]``, and the number of
     codes after: a new key gets code ``n_codes`` (``insert``), else -1; -2 when the table has no
-    room for it (``room``)."""
+    room for it (``room``). (Inlined by Numba into a function compiled with reference counting,
+    it would count each array's references at every row: ``encode`` is compiled without.)"""
     mask = np.uint64(slots.shape[0] - 1)
     s = _slot(h, mask)
     while True:
@@ -90,41 +91,32 @@ def _code(slots, k_word, k_len, k_off, arena, n_codes, h, w, length, data, tail_
         s = (s + np.uint64(1)) & mask
 
 
-@njit(cache=True, nogil=True)
-def encode_bytes(offs32, offs64, data, i0, slots, k_word, k_len, k_off, arena, n_codes, insert, out, first):
-    """Code the strings ``data[offs[i]:offs[i + 1]]`` of rows ``i >= i0`` into ``out[i]``
-    (``offs``: Arrow's offsets, ``offs64`` when it has rows, else ``offs32``: one signature for
-    both); a key not in the table gets code ``n_codes`` (then the next ones), its row noted in
-    ``first[code - n_codes at the start]`` (``insert``; else its code is -1). Returns (the row to
-    resume at, -1 when all are coded; the number of codes)."""
+@njit(cache=True, nogil=True, _nrt=False)
+def encode(offs32, offs64, data, ints, i0, slots, k_word, k_len, k_off, arena, n_codes, insert, out, first):
+    """Code the keys of rows ``i >= i0`` into ``out[i]``: strings ``data[offs[i]:offs[i + 1]]``
+    (``offs``: Arrow's offsets, ``offs64`` when it has rows, else ``offs32``), or integers
+    ``ints`` where both offsets are empty (one signature for every kind). A key not in the table
+    gets code ``n_codes`` (then the next ones), its row noted in ``first[code - n_codes at the
+    start]`` (``insert``; else its code is -1). Returns (the row to resume at, -1 when all are
+    coded; the number of codes)."""
     c0 = n_codes
     wide = offs64.shape[0] > 0
-    n = (offs64.shape[0] if wide else offs32.shape[0]) - 1
-    for i in range(i0, n):
-        a = offs64[i] if wide else np.int64(offs32[i])
-        b = offs64[i + 1] if wide else np.int64(offs32[i + 1])
-        length = b - a
-        head = min(b, a + 8)
-        w = _word(data, a, head)
-        h = (w ^ np.uint64(length)) if length <= 8 else _bytes_hash(data, a, b)
-        c, n = _code(slots, k_word, k_len, k_off, arena, n_codes, h, w, length, data, head, b - head, insert)
-        if c == -2:
-            return i, n_codes
-        if n > n_codes:
-            first[c - c0] = i
-            n_codes = n
-        out[i] = c
-    return -1, n_codes
-
-
-@njit(cache=True, nogil=True)
-def encode_ints(values, i0, slots, k_word, k_len, k_off, arena, n_codes, insert, out, first):
-    """``encode_bytes`` for integer keys (``values``, int64)."""
-    c0 = n_codes
-    none = np.empty(0, np.uint8)
-    for i in range(i0, values.shape[0]):
-        w = np.uint64(values[i])
-        c, n = _code(slots, k_word, k_len, k_off, arena, n_codes, w, w, -1, none, 0, 0, insert)
+    strings = wide or offs32.shape[0] > 0
+    rows = (offs64.shape[0] if wide else offs32.shape[0]) - 1 if strings else ints.shape[0]
+    for i in range(i0, rows):
+        if strings:
+            a = offs64[i] if wide else np.int64(offs32[i])
+            b = offs64[i + 1] if wide else np.int64(offs32[i + 1])
+            length = b - a
+            head = min(b, a + 8)
+            w = _word(data, a, head)
+            h = (w ^ np.uint64(length)) if length <= 8 else _bytes_hash(data, a, b)
+            tail = b - head
+        else:
+            w = np.uint64(ints[i])
+            h = w
+            length, head, tail = -1, 0, 0
+        c, n = _code(slots, k_word, k_len, k_off, arena, n_codes, h, w, length, data, head, tail, insert)
         if c == -2:
             return i, n_codes
         if n > n_codes:

@@ -30,6 +30,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 _NO_OFFS32 = _read_only(np.zeros(0, np.int32))
 _NO_OFFS64 = _read_only(np.zeros(0, np.int64))
 _NO_BYTES = _read_only(np.zeros(0, np.uint8))
+_NO_INTS = _NO_OFFS64
 
 
 def kind_of(t: pa.DataType) -> str | None:
@@ -61,11 +62,11 @@ class KeyIndex:
         from ``n`` in first-seen order, and the row where each new one was first seen."""
         out = np.empty(len(arr), np.int64)
         first = np.empty(len(arr), np.int64)
-        code, args = self._kernel(arr)
+        args = self._arrays(arr)
         i0, n0 = 0, self.n
         while True:
-            i0, self.n = code(*args, i0, self._slots, self._word, self._len, self._off, self._arena, self.n, True,
-                              out, first[self.n - n0:])
+            i0, self.n = kh.encode(*args, i0, self._slots, self._word, self._len, self._off, self._arena, self.n, True,
+                                   out, first[self.n - n0:])
             if i0 < 0:
                 return out, first[:self.n - n0]
             self._grow(self._more_bytes(arr, i0))
@@ -74,8 +75,8 @@ class KeyIndex:
         """The codes of ``arr``'s rows, -1 for a value not in the index (changes nothing: threads
         may look up at once)."""
         out = np.empty(len(arr), np.int64)
-        code, args = self._kernel(arr)
-        code(*args, 0, self._slots, self._word, self._len, self._off, self._arena, self.n, False, out, out[:0])
+        kh.encode(*self._arrays(arr), 0, self._slots, self._word, self._len, self._off, self._arena, self.n, False,
+                  out, out[:0])
         return out
 
     def encode_chunks(self, chunks: Sequence[pa.Array], slices: int = 1,
@@ -129,16 +130,17 @@ class KeyIndex:
             kh.rehash(self._slots, self._word, self._len, self._off, self._arena, n)
 
     # ------------------------------------------------------------------ the arrays
-    def _kernel(self, arr: pa.Array) -> tuple[Callable, tuple]:
-        """The kernel for ``arr`` and its first arguments, read-only arrays (one compiled
-        signature whatever the column's offsets and where its values came from)."""
+    def _arrays(self, arr: pa.Array) -> tuple:
+        """``kh.encode``'s first arguments for ``arr`` (offsets, bytes, integers), read-only
+        arrays: one compiled signature whatever the column's offsets and where its values came from."""
         if self.kind == _INT:
-            return kh.encode_ints, (_read_only(np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)),)
+            ints = _read_only(np.asarray(arr.to_numpy(zero_copy_only=False), np.int64))
+            return _NO_OFFS32, _NO_OFFS64, _NO_BYTES, ints
         bufs = arr.buffers()
         wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
         offs = _read_only(np.frombuffer(bufs[1], np.int64 if wide else np.int32)[arr.offset:arr.offset + len(arr) + 1])
         data = _read_only(np.frombuffer(bufs[2], np.uint8)) if bufs[2] is not None else _NO_BYTES
-        return kh.encode_bytes, ((_NO_OFFS32, offs) if wide else (offs, _NO_OFFS64)) + (data,)
+        return ((_NO_OFFS32, offs) if wide else (offs, _NO_OFFS64)) + (data, _NO_INTS)
 
     def _more_bytes(self, arr: pa.Array, row: int) -> int:
         """The bytes beyond the first 8 of ``arr``'s value at ``row``."""
