@@ -140,3 +140,15 @@ def test_huge_keys_and_shared_prefixes():
         assert np.array_equal(index.encode(pa.array(b, pa.large_string()))[0], want)
     index.truncate(2)
     assert index.look_up(pa.array(huge)).tolist() == [0, 1, -1]
+
+
+def test_dictionary_columns_looked_up_through_the_index():
+    """A dictionary key column (a Parquet row group's) has its entries looked up in the index, a
+    null entry never taken for the empty string, and codes as the values say."""
+    k = KeyCodes("k")
+    assert k.encode(pa.table({"k": ["", "b", "a"]})).tolist() == [0, 1, 2]
+    d = pa.DictionaryArray.from_arrays(pa.array([2, 0, 1, 2], pa.int32()), pa.array(["a", "c", ""]))
+    assert k.encode(pa.table({"k": d})).tolist() == [0, 2, 3, 0]
+    assert isinstance(k._index, KeyIndex) and k._index.n == 4  # (the index learnt "c")
+    with_null = pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["b", None]))
+    assert k._entry_codes(with_null.dictionary).tolist() == [1, -1]

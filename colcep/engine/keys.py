@@ -170,8 +170,7 @@ class KeyCodes:
         local, values = self.local(tbl)
         codes = self._mapping(values)[local]
         if enc is not None:  # each entry's code, for the next batch with this dictionary
-            d = enc.dictionary
-            self._by_dictionary = (d, np.array([self.codes.get(v, -1) for v in d.to_pylist()], np.int64))
+            self._by_dictionary = (enc.dictionary, self._entry_codes(enc.dictionary))
         return codes
 
     def _index_of(self, t: pa.DataType) -> KeyIndex | None:
@@ -209,10 +208,17 @@ class KeyCodes:
         group's; then one gather), else None."""
         known = self._by_dictionary
         if known is None or not known[0].equals(enc.dictionary):
-            d = enc.dictionary
-            known = self._by_dictionary = (d, np.array([self.codes.get(v, -1) for v in d.to_pylist()], np.int64))
+            known = self._by_dictionary = (enc.dictionary, self._entry_codes(enc.dictionary))
         codes = known[1][enc.indices.to_numpy(zero_copy_only=False)]
         return codes if codes.shape[0] == 0 or codes.min() >= 0 else None
+
+    def _entry_codes(self, d: pa.Array) -> np.ndarray:
+        """The code of each entry of a dictionary ``d`` (-1: a key not coded yet), through the
+        index where it serves (a Parquet file's row groups each bring a dictionary of every key)."""
+        index = self._index_of(d.type) if d.null_count == 0 else None
+        if index is not None:
+            return index.look_up(d)
+        return np.array([self.codes.get(v, -1) for v in d.to_pylist()], np.int64)
 
     def _mapping(self, values: list) -> np.ndarray:
         """The codes of the key ``values`` (distinct), new ones numbered on in their order."""
