@@ -61,14 +61,16 @@ class KeyIndex:
         """The codes of ``arr``'s rows (no nulls; of this index's kind), new values numbered on
         from ``n`` in first-seen order, and the row where each new one was first seen."""
         out = np.empty(len(arr), np.int64)
-        first = np.empty(len(arr), np.int64)
         args = self._arrays(arr)
-        i0, n0 = 0, self.n
-        while True:
-            i0, self.n = kh.encode(*args, i0, self._slots, self._word, self._len, self._off, self._arena, self.n, True,
-                                   out, first[self.n - n0:])
+        i0, firsts = 0, []
+        while True:  # (a call stops when the table is full: it notes at most its free entries' first rows)
+            n0 = self.n
+            first = np.empty(self._word.shape[0] - n0, np.int64)
+            i0, self.n = kh.encode(*args, i0, self._slots, self._word, self._len, self._off, self._arena, n0, True,
+                                   out, first)
+            firsts.append(first[:self.n - n0])
             if i0 < 0:
-                return out, first[:self.n - n0]
+                return out, firsts[0] if len(firsts) == 1 else np.concatenate(firsts)
             self._grow(self._more_bytes(arr, i0))
 
     def look_up(self, arr: pa.Array) -> np.ndarray:

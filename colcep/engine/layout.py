@@ -39,7 +39,8 @@ class Layout:
         self._codes = np.ascontiguousarray(codes, np.int64)
         self._by_shard, self.shard_lo = karr.shard_rows(self._codes, threads)
         self.rows = np.empty(self._codes.shape[0], np.int64)
-        self._dest = np.empty(self._codes.shape[0], np.int64)  # where each row went (by shard, arrival order)
+        n = self._codes.shape[0]
+        self._dest = np.empty(n, np.int32 if n < 2**31 else np.int64)  # where each row went (shard, arrival order)
         self._chunk = [max(int(c), 1) for c in chunk]
         self._n_keys, self._threads, self._with_tick = n_keys, threads, with_tick
         self._calls: list[list[Call] | None] = [None] * threads
