@@ -957,21 +957,22 @@ def _keys(run_key, prog, opts, mode, batch, stop, Wt, done, aux, Q, E, S, bufT, 
                     W_wake[i] = -1
                     W_vs[i] = i
                 na = n_carried
-            for i in range(n_carried if parking else 0):  # runs in a parkable state park, the others are listed
-                W_state[na] = r_state[lo + i]
-                W_node[na] = r_node[lo + i]
-                W_sts[na] = r_sts[lo + i]
-                W_spos[na] = r_spos[lo + i]
-                W_wake[na] = -1
-                W_vs[na] = na
-                for jj in range(vw):
-                    W_v[na * vw + jj] = r_v[lo + i, jj]
-                s = r_state[lo + i]
-                if parking and pk_idx[s] >= 0:
-                    park(P, k, pk_1, pk_2, pk_3, pk_4, pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v,
-                         na * vw, vw, code, consts, masks, cols, vm_stack)
-                else:
-                    na += 1
+            else:  # runs in a parkable state park, the others are listed
+                for i in range(n_carried):
+                    W_state[na] = r_state[lo + i]
+                    W_node[na] = r_node[lo + i]
+                    W_sts[na] = r_sts[lo + i]
+                    W_spos[na] = r_spos[lo + i]
+                    W_wake[na] = -1
+                    W_vs[na] = na
+                    for jj in range(vw):
+                        W_v[na * vw + jj] = r_v[lo + i, jj]
+                    s = r_state[lo + i]
+                    if pk_idx[s] >= 0:
+                        park(P, k, pk_1, pk_2, pk_3, pk_4, pk_idx[s], s, W_node[na], W_sts[na], W_spos[na], W_v,
+                             na * vw, vw, code, consts, masks, cols, vm_stack)
+                    else:
+                        na += 1
             copy_into(Q0, 0, h_sts, hl, n_held)
             copy_into(Q1, 0, h_spos, hl, n_held)
             copy_into(Q2, 0, h_epos, hl, n_held)

@@ -33,6 +33,11 @@ _NO_BYTES = _read_only(np.zeros(0, np.uint8))
 _NO_INTS = _NO_OFFS64
 
 
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """Int64 arrays one after the other (the one itself when alone)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 def kind_of(t: pa.DataType) -> str | None:
     """Which values of an Arrow type the index codes (None: the type is left to Arrow)."""
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -70,7 +75,7 @@ class KeyIndex:
                                    out, first)
             firsts.append(first[:self.n - n0])
             if i0 < 0:
-                return out, firsts[0] if len(firsts) == 1 else np.concatenate(firsts)
+                return out, _joined(firsts)
             self._grow(self._more_bytes(arr, i0))
 
     def look_up(self, arr: pa.Array) -> np.ndarray:
@@ -102,12 +107,10 @@ class KeyIndex:
             if first.shape[0]:
                 firsts.append(first + at)
             at += len(c)
-        out = codes[0] if len(codes) == 1 else np.concatenate(codes) if codes else np.zeros(0, np.int64)
-        return out, (pa.array(np.concatenate(firsts)) if firsts else None)
+        return _joined(codes), (pa.array(_joined(firsts)) if firsts else None)
 
     def _look_up_column(self, col: pa.ChunkedArray) -> np.ndarray:
-        parts = [self.look_up(c) for c in col.chunks]
-        return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return _joined([self.look_up(c) for c in col.chunks])
 
     def add(self, values: Sequence) -> None:
         """Index ``values`` (Python values of this kind, none indexed yet) as the next codes."""

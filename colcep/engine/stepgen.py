@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections import OrderedDict
 from types import ModuleType
@@ -153,7 +154,8 @@ def _heap_key(prog: CompiledPattern, s: int, voff: str) -> str:
     return thr if op in (kvm.C_GT, kvm.C_GE) else f"-({thr})"
 
 
-_MEMO: OrderedDict = OrderedDict()  # (what, program fingerprint, JIT) -> unsupported's answer, the source
+_MEMO: OrderedDict = OrderedDict()  # (what, program fingerprint, JIT) -> unsupported's answer, the source, the name
+_MEMO_LOCK = threading.Lock()  # ("auto" loads steps on threads of its own)
 MEMO_SIZE = 256  # programs remembered: a stream's tasks restore a Matcher per key and batch
 
 
@@ -161,12 +163,15 @@ def _memo(what: str, prog: CompiledPattern, make: Callable[[CompiledPattern], An
     """``make(prog)``, remembered for programs of the same fingerprint (the same tables and
     conditions, hence the same answer and source), the least recently used forgotten first."""
     key = (what, prog.fingerprint, codegen.JIT)
-    if key in _MEMO:
-        _MEMO.move_to_end(key)
-        return _MEMO[key]
-    got = _MEMO[key] = make(prog)
-    if len(_MEMO) > MEMO_SIZE:
-        _MEMO.popitem(last=False)
+    with _MEMO_LOCK:
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            return _MEMO[key]
+    got = make(prog)  # (outside the lock: two threads may both make it, alike)
+    with _MEMO_LOCK:
+        _MEMO[key] = got
+        if len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
     return got
 
 
